@@ -1,0 +1,42 @@
+# Targets are exactly what people and CI run. Each installs what it needs into .venv first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+DEMO_TRACE := src/badput/_data/resnet50_v100_workers0.pt.trace.json.gz
+
+.PHONY: install demo test lint format bench gpu-check clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/badput analyze $(DEMO_TRACE)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+test: lint
+	$(BIN)/pytest
+
+# Benchmarks: badput against its anchors, side by side; results land in benchmarks/results/.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_analyze.py
+
+# GPU checks: tests marked gpu, run on a machine with an NVIDIA GPU.
+gpu-check: $(STAMP)
+	$(BIN)/pytest -m gpu -q
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build dist
