@@ -1,0 +1,677 @@
+"""Reader for PyTorch profiler (Kineto) JSON traces, plain or gzipped.
+
+The events array is decoded in pieces straight into typed msgspec structs and then into numpy
+columns; no per-event dict outlives a piece. Kineto writes one event per line (or one event per
+indented block), so the reader cuts the array at a line that starts a new event after a comma
+and decodes each piece on its own: memory stays bounded by the piece size, whatever the file
+size. A file laid out otherwise (all on one line, say) is decoded whole.
+
+Timestamps and durations are kept as their JSON text and converted to integer nanoseconds
+exactly (`numbers.us_text_to_ns`); they never pass through float64.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from badput.errors import TraceFormatError
+from badput.trace.model import NO_ID, EventKind, FlowPhase, Trace
+from badput.trace.numbers import us_text_to_ns
+
+__all__ = ["CHUNK_BYTES", "read_kineto"]
+
+#: Bytes read per piece of the events array.
+CHUNK_BYTES = 8 << 20
+
+_EMPTY = msgspec.Raw(b"")
+_DROP = -1  # kind of rows the model does not keep (instant, metadata, counter events)
+
+# Kineto category (lower-cased) -> kind. Both the modern and the 2021 spellings appear here.
+_KIND_BY_CATEGORY: dict[str, EventKind] = {
+    "kernel": EventKind.KERNEL,
+    "gpu_memcpy": EventKind.MEMCPY,
+    "memcpy": EventKind.MEMCPY,
+    "gpu_memset": EventKind.MEMSET,
+    "memset": EventKind.MEMSET,
+    "cuda_runtime": EventKind.RUNTIME,
+    "runtime": EventKind.RUNTIME,
+    "cuda_driver": EventKind.DRIVER,
+    "cpu_op": EventKind.CPU_OP,
+    "operator": EventKind.CPU_OP,
+    "user_annotation": EventKind.ANNOTATION,
+    "gpu_user_annotation": EventKind.GPU_ANNOTATION,
+    "python_function": EventKind.PYTHON,
+    "python": EventKind.PYTHON,
+    "cuda_sync": EventKind.SYNC,
+}
+
+# Kinds recorded on the GPU: their device and stream come from args, else pid and tid.
+_GPU_SIDE = np.array(
+    [
+        int(k)
+        for k in (
+            EventKind.KERNEL,
+            EventKind.MEMCPY,
+            EventKind.MEMSET,
+            EventKind.GPU_ANNOTATION,
+            EventKind.SYNC,
+        )
+    ],
+    dtype=np.int8,
+)
+
+_PHASE_BY_PH: dict[str, int] = {
+    "X": int(FlowPhase.COMPLETE),
+    "s": int(FlowPhase.FLOW_START),
+    "f": int(FlowPhase.FLOW_END),
+    "t": int(FlowPhase.FLOW_STEP),
+}
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_STREAM_LABEL = re.compile(r"^\s*stream\s+(-?\d+)\s*$", re.IGNORECASE)
+
+
+class _Args(msgspec.Struct, frozen=True):
+    device: int = NO_ID
+    stream: int = NO_ID
+    correlation: int = NO_ID
+    external_id: int = msgspec.field(default=NO_ID, name="External id")
+    external_id_lower: int = msgspec.field(default=NO_ID, name="external id")
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = NO_ID
+    tid: int | str = NO_ID
+    ts: msgspec.Raw = _EMPTY
+    dur: msgspec.Raw = _EMPTY
+    id: int | str = NO_ID
+    args: _Args = _NO_ARGS
+
+
+class _RawEvent(msgspec.Struct):
+    """Every field kept as raw JSON: the lenient path for events the typed path rejects."""
+
+    ph: msgspec.Raw = _EMPTY
+    cat: msgspec.Raw = _EMPTY
+    name: msgspec.Raw = _EMPTY
+    pid: msgspec.Raw = _EMPTY
+    tid: msgspec.Raw = _EMPTY
+    ts: msgspec.Raw = _EMPTY
+    dur: msgspec.Raw = _EMPTY
+    id: msgspec.Raw = _EMPTY
+    args: msgspec.Raw = _EMPTY
+
+
+class _Document(msgspec.Struct):
+    """The top level of a trace file, events left undecoded."""
+
+    traceEvents: msgspec.Raw = _EMPTY  # noqa: N815 (Kineto's key)
+    deviceProperties: msgspec.Raw = _EMPTY  # noqa: N815
+    computeProperties: msgspec.Raw = _EMPTY  # noqa: N815
+    distributedInfo: msgspec.Raw = _EMPTY  # noqa: N815
+
+
+_decode_events = msgspec.json.Decoder(list[_Event]).decode
+_decode_raw_events = msgspec.json.Decoder(list[_RawEvent]).decode
+_decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_decode_document = msgspec.json.Decoder(_Document).decode
+_decode_any = msgspec.json.Decoder().decode
+
+
+class _Interner(dict[str, int]):
+    """Name -> dense id, assigning the next id on first sight."""
+
+    def __missing__(self, key: str) -> int:
+        value = len(self)
+        self[key] = value
+        return value
+
+
+class _IdMap(dict[object, int]):
+    """pid/tid/flow-id value -> int: numbers as they are, `"stream 7"` -> 7, other labels -> -(k+2)."""
+
+    def __init__(self, labels: list[str]) -> None:
+        super().__init__()
+        self.labels = labels
+
+    def __missing__(self, key: object) -> int:
+        value = self._convert(key)
+        self[key] = value
+        return value
+
+    def _convert(self, key: object) -> int:
+        if isinstance(key, bool) or key is None:
+            return NO_ID
+        if isinstance(key, int):
+            return key if -(2**63) <= key < 2**63 else NO_ID
+        if isinstance(key, float):
+            return int(key) if key.is_integer() and abs(key) < 2**63 else NO_ID
+        text = str(key)
+        stripped = text.strip()
+        if stripped.lstrip("-").isdigit():
+            number = int(stripped)
+            if -(2**63) <= number < 2**63:
+                return number
+        match = _STREAM_LABEL.match(text)
+        if match:
+            return int(match.group(1))
+        try:
+            return -(self.labels.index(text) + 2)
+        except ValueError:
+            self.labels.append(text)
+            return -(len(self.labels) + 1)
+
+
+class _KindMap(dict[str, int]):
+    def __missing__(self, key: str) -> int:
+        value = int(_KIND_BY_CATEGORY.get(key.lower(), EventKind.OTHER))
+        self[key] = value
+        return value
+
+
+class _PhaseMap(dict[str, int]):
+    def __missing__(self, key: str) -> int:
+        value = _PHASE_BY_PH.get(key, _DROP)
+        self[key] = value
+        return value
+
+
+class _Columns:
+    """Accumulates typed columns piece by piece."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.names = _Interner()
+        self.labels: list[str] = []
+        self.ids = _IdMap(self.labels)
+        self.kinds = _KindMap()
+        self.phases = _PhaseMap()
+        self.parts: dict[str, list[npt.NDArray[Any]]] = {
+            k: []
+            for k in (
+                "kind",
+                "phase",
+                "ts_ns",
+                "dur_ns",
+                "name_id",
+                "pid",
+                "tid",
+                "device",
+                "stream",
+                "correlation",
+                "external_id",
+            )
+        }
+        self.seen = 0  # events of any phase
+        self.negative: list[tuple[str, int]] = []
+        self.bad_time = 0
+        self.skipped_non_objects = 0
+
+    def add(self, events: list[_Event]) -> None:
+        """Convert one piece of typed events to columns."""
+        self.seen += len(events)
+        phases = self.phases
+        phase = np.array([phases[e.ph] for e in events], dtype=np.int8)
+        keep = phase != _DROP
+        if not keep.all():
+            events = [e for e, k in zip(events, keep.tolist(), strict=True) if k]
+            phase = phase[keep]
+        if not events:
+            return
+        kinds = self.kinds
+        kind = np.array([kinds[e.cat] for e in events], dtype=np.int8)
+        kind[phase != FlowPhase.COMPLETE] = EventKind.FLOW
+        names = self.names
+        name_id = np.array([names[e.name] for e in events], dtype=np.int32)
+        ids = self.ids
+        pid = np.array([ids[e.pid] for e in events], dtype=np.int64)
+        tid = np.array([ids[e.tid] for e in events], dtype=np.int64)
+        ts_ns, bad_ts = us_text_to_ns([e.ts for e in events], default=0)
+        dur_ns, bad_dur = us_text_to_ns([e.dur for e in events], default=0)
+        args = [e.args for e in events]
+        device = np.array([a.device for a in args], dtype=np.int64)
+        stream = np.array([a.stream for a in args], dtype=np.int64)
+        correlation = np.array([a.correlation for a in args], dtype=np.int64)
+        ext = np.array([a.external_id for a in args], dtype=np.int64)
+        ext_lower = np.array([a.external_id_lower for a in args], dtype=np.int64)
+        flow = kind == EventKind.FLOW
+        if flow.any():
+            flow_rows = np.flatnonzero(flow)
+            correlation[flow_rows] = [ids[events[i].id] for i in flow_rows.tolist()]
+        missing_ts = np.array([len(e.ts) == 0 for e in events], dtype=np.bool_)
+        self._finish(
+            kind, phase, ts_ns, dur_ns, name_id, pid, tid, device, stream, correlation,
+            np.where(ext != NO_ID, ext, ext_lower), bad_ts | bad_dur | missing_ts,
+        )  # fmt: skip
+
+    def add_lenient(self, raw_events: list[_RawEvent]) -> None:
+        """Convert events whose fields have unexpected types, one at a time."""
+        typed: list[_Event] = []
+        for raw in raw_events:
+            typed.append(
+                _Event(
+                    ph=_as_str(raw.ph),
+                    cat=_as_str(raw.cat),
+                    name=_as_str(raw.name),
+                    pid=_as_id(raw.pid),
+                    tid=_as_id(raw.tid),
+                    ts=_as_number_text(raw.ts),
+                    dur=_as_number_text(raw.dur),
+                    id=_as_id(raw.id),
+                    args=_as_args(raw.args),
+                )
+            )
+        self.add(typed)
+
+    def _finish(self, kind: npt.NDArray[np.int8], phase: npt.NDArray[np.int8],
+                ts_ns: npt.NDArray[np.int64], dur_ns: npt.NDArray[np.int64],
+                name_id: npt.NDArray[np.int32], pid: npt.NDArray[np.int64],
+                tid: npt.NDArray[np.int64], device: npt.NDArray[np.int64],
+                stream: npt.NDArray[np.int64], correlation: npt.NDArray[np.int64],
+                external_id: npt.NDArray[np.int64], bad: npt.NDArray[np.bool_]) -> None:  # fmt: skip
+        complete = phase == FlowPhase.COMPLETE
+        bad &= complete  # a flow arrow without a time is harmless
+        if bad.any():
+            self.bad_time += int(bad.sum())
+            keep = ~bad
+            kind, phase, ts_ns, dur_ns, name_id = (
+                kind[keep], phase[keep], ts_ns[keep], dur_ns[keep], name_id[keep]
+            )  # fmt: skip
+            pid, tid, device, stream = pid[keep], tid[keep], device[keep], stream[keep]
+            correlation, external_id = correlation[keep], external_id[keep]
+        negative = np.flatnonzero(dur_ns < 0)
+        if negative.size:
+            first = int(negative[0])
+            self.negative.append((self._name(int(name_id[first])), int(ts_ns[first])))
+            self.negative.extend([("", 0)] * (negative.size - 1))
+        dur_ns[phase != FlowPhase.COMPLETE] = 0
+        gpu_side = np.isin(kind, _GPU_SIDE)
+        device = np.where(gpu_side, np.where(device != NO_ID, device, pid), NO_ID)
+        stream = np.where(gpu_side, np.where(stream != NO_ID, stream, tid), NO_ID)
+        for key, value in (
+            ("kind", kind), ("phase", phase), ("ts_ns", ts_ns), ("dur_ns", dur_ns),
+            ("name_id", name_id), ("pid", pid), ("tid", tid), ("device", device),
+            ("stream", stream), ("correlation", correlation), ("external_id", external_id),
+        ):  # fmt: skip
+            self.parts[key].append(value)
+
+    def _name(self, name_id: int) -> str:
+        for name, nid in self.names.items():
+            if nid == name_id:
+                return name
+        return ""
+
+    def column(self, key: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
+        parts = self.parts[key]
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate(parts).astype(dtype, copy=False)
+
+
+def _as_str(raw: msgspec.Raw) -> str:
+    if not raw:
+        return ""
+    value = _decode_any(raw)
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _as_id(raw: msgspec.Raw) -> int | str:
+    if not raw:
+        return NO_ID
+    value = _decode_any(raw)
+    if isinstance(value, bool) or value is None:
+        return NO_ID
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else NO_ID
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 2**63 else NO_ID
+    return str(value)
+
+
+def _as_number_text(raw: msgspec.Raw) -> msgspec.Raw:
+    """The JSON text of a time field; a quoted number is unquoted; anything else is invalid."""
+    if not raw:
+        return _EMPTY
+    text = bytes(raw).strip()
+    if text.startswith(b'"') and text.endswith(b'"') and len(text) >= 2:
+        text = text[1:-1].strip()
+    if text in (b"null", b"true", b"false") or text[:1] in (b"{", b"["):
+        return msgspec.Raw(b"?")  # parsed as invalid
+    return msgspec.Raw(text)
+
+
+def _as_int(value: object) -> int:
+    if isinstance(value, bool) or value is None:
+        return NO_ID
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else NO_ID
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return _as_int(int(value.strip()))
+    return NO_ID
+
+
+def _as_args(raw: msgspec.Raw) -> _Args:
+    if not raw:
+        return _NO_ARGS
+    value = _decode_any(raw)
+    if not isinstance(value, dict):
+        return _NO_ARGS
+    return _Args(
+        device=_as_int(value.get("device")),
+        stream=_as_int(value.get("stream")),
+        correlation=_as_int(value.get("correlation")),
+        external_id=_as_int(value.get("External id")),
+        external_id_lower=_as_int(value.get("external id")),
+    )
+
+
+def _decode_piece(columns: _Columns, array_text: bytes) -> None:
+    """Decode a JSON array of events: typed first, leniently where the types are off.
+
+    Raises:
+        msgspec.DecodeError: the text is not a JSON array (the caller decides what that means).
+    """
+    try:
+        columns.add(_decode_events(array_text))
+        return
+    except msgspec.ValidationError:
+        pass
+    try:
+        columns.add_lenient(_decode_raw_events(array_text))
+        return
+    except msgspec.ValidationError:
+        pass
+    raws = _decode_raw_list(array_text)
+    objects: list[_RawEvent] = []
+    for raw in raws:
+        try:
+            objects.append(msgspec.json.decode(raw, type=_RawEvent))
+        except msgspec.ValidationError:
+            columns.skipped_non_objects += 1
+    columns.add_lenient(objects)
+
+
+@contextmanager
+def _open(path: str) -> Iterator[IO[bytes]]:
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 (closed below)
+    except FileNotFoundError:
+        raise TraceFormatError(path, "no such file") from None
+    except IsADirectoryError:
+        raise TraceFormatError(path, "is a directory, not a trace file") from None
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot be read ({e.strerror})") from None
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+        if magic == b"\x1f\x8b":
+            with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                yield gz
+        else:
+            yield raw
+    finally:
+        raw.close()
+
+
+def _reader(path: str, stream: IO[bytes]) -> Callable[[int], bytes]:
+    """A `read(n)` that turns decompression failures into TraceFormatError."""
+
+    def read(n: int) -> bytes:
+        try:
+            return stream.read(n)
+        except EOFError:
+            raise TraceFormatError(
+                path, "truncated gzip: the compressed stream ends early"
+            ) from None
+        except (gzip.BadGzipFile, zlib.error) as e:
+            raise TraceFormatError(path, f"corrupt gzip data ({e})") from None
+
+    return read
+
+
+def _last_event_start(buf: bytes | bytearray, lo: int) -> int:
+    """Index of the last `{` that starts a line after a `,` line end, or -1.
+
+    JSON strings cannot hold a raw newline, so a newline is always between tokens; a `{`
+    opening a line whose previous token is `,` starts a new element of an array. In Kineto's
+    layout that array is `traceEvents`. A wrong guess makes the piece fail to decode and the
+    reader falls back to decoding the rest whole.
+    """
+    pos = len(buf)
+    while True:
+        pos = buf.rfind(b"\n", lo, pos)
+        if pos < 0:
+            return -1
+        j = pos + 1
+        while j < len(buf) and buf[j] in b" \t\r":
+            j += 1
+        if j < len(buf) and buf[j] == 0x7B:  # "{"
+            k = pos - 1
+            while k >= lo and buf[k] in b" \t\r":
+                k -= 1
+            if k >= lo and buf[k] == 0x2C:  # ","
+                return j
+
+
+def _json_problem(err: msgspec.DecodeError) -> str:
+    text = str(err)
+    if "truncated" in text:
+        return "truncated JSON: the file ends in the middle of the data"
+    return f"not valid JSON ({text})"
+
+
+def read_kineto(path: str, progress: Callable[[int], None] | None = None) -> Trace:
+    """Read one Kineto trace file (JSON or gzipped JSON) into a columnar Trace.
+
+    Args:
+        path: the file.
+        progress: called with the number of uncompressed bytes read so far, after each piece.
+
+    Returns:
+        The trace, rows in file order.
+
+    Raises:
+        TraceFormatError: the file is missing, not JSON, truncated, or not a trace.
+
+    Example:
+        >>> trace = read_kineto("worker0.pt.trace.json.gz")  # doctest: +SKIP
+        >>> trace.devices()  # doctest: +SKIP
+        [0]
+    """
+    columns = _Columns(path)
+    with _open(path) as stream:
+        read = _reader(path, stream)
+        document = _read_document(path, read, columns, progress)
+    return _build(path, columns, document)
+
+
+def _read_document(
+    path: str,
+    read: Callable[[int], bytes],
+    columns: _Columns,
+    progress: Callable[[int], None] | None,
+) -> _Document | None:
+    """Stream the events array into `columns`; return the top level (None for a bare array)."""
+    buf = bytearray()
+    total = 0
+    start = -1
+    bare = False
+    while start < 0:
+        chunk = read(CHUNK_BYTES)
+        total += len(chunk)
+        buf += chunk
+        head = bytes(buf[:64]).lstrip()
+        if head[:1] not in (b"", b"{", b"["):
+            raise TraceFormatError(path, "not JSON (a trace file starts with '{' or '[')")
+        if head[:1] == b"[":
+            bare = True
+            start = buf.index(b"[")
+            break
+        match = _EVENTS_KEY.search(buf)
+        if match:
+            start = match.end() - 1
+            break
+        if not chunk:
+            if not head:
+                raise TraceFormatError(path, "empty file")
+            try:
+                _decode_any(bytes(buf))
+            except msgspec.DecodeError as e:
+                raise TraceFormatError(path, _json_problem(e)) from None
+            raise TraceFormatError(
+                path, "JSON without a traceEvents array: not a PyTorch profiler trace"
+            )
+    prefix = bytes(buf[:start])
+    pending = bytearray(buf[start + 1 :])
+    del buf
+    streaming = True
+    lo = 0  # pending[:lo] has no event start (searched already)
+    while True:
+        chunk = read(CHUNK_BYTES)
+        if not chunk:
+            break
+        total += len(chunk)
+        pending += chunk
+        if not streaming or len(pending) < CHUNK_BYTES:
+            continue
+        cut = _last_event_start(pending, lo)
+        if cut <= 0:
+            lo = max(0, len(pending) - 1)
+            continue
+        piece = bytes(pending[:cut]).rstrip()
+        if piece.endswith(b","):
+            piece = piece[:-1]
+        try:
+            _decode_piece(columns, b"[" + piece + b"]")
+        except msgspec.DecodeError:
+            streaming = False  # the layout fooled the cut: decode the rest whole
+            continue
+        del pending[:cut]
+        lo = 0
+        if progress is not None:
+            progress(total)
+    rest = bytes(pending)
+    del pending
+    if bare:
+        try:
+            _decode_piece(columns, b"[" + rest)
+        except msgspec.DecodeError as e:
+            raise TraceFormatError(path, _json_problem(e)) from None
+        document = None
+    else:
+        try:
+            document = _decode_document(prefix + b"[" + rest)
+        except msgspec.DecodeError as e:
+            raise TraceFormatError(path, _json_problem(e)) from None
+        except msgspec.ValidationError as e:
+            raise TraceFormatError(path, f"not a profiler trace ({e})") from None
+        del rest
+        try:
+            _decode_piece(columns, bytes(document.traceEvents))
+        except msgspec.DecodeError as e:  # cannot happen: the document decoded
+            raise TraceFormatError(path, _json_problem(e)) from None
+    if progress is not None:
+        progress(total)
+    return document
+
+
+def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
+    if columns.seen == 0:
+        raise TraceFormatError(path, "the trace has no events")
+    n_kept = sum(p.shape[0] for p in columns.parts["kind"])
+    if n_kept == 0 and columns.skipped_non_objects:
+        raise TraceFormatError(path, "traceEvents holds no event objects: not a profiler trace")
+    if columns.negative:
+        name, ts = columns.negative[0]
+        count = len(columns.negative)
+        raise TraceFormatError(
+            path,
+            f"{count} event(s) with a negative duration (first: {name!r} at ts {ts} ns)",
+        )
+    warnings: list[str] = []
+    if columns.bad_time:
+        warnings.append(f"skipped {columns.bad_time} event(s) without a valid ts or dur")
+    if columns.skipped_non_objects:
+        warnings.append(f"skipped {columns.skipped_non_objects} entries that are not objects")
+    rank, world_size, gpu_names = _header(document, warnings)
+    names = [""] * len(columns.names)
+    for name, nid in columns.names.items():
+        names[nid] = name
+    return Trace(
+        path=path,
+        kind=columns.column("kind", np.int8),
+        phase=columns.column("phase", np.int8),
+        ts_ns=columns.column("ts_ns", np.int64),
+        dur_ns=columns.column("dur_ns", np.int64),
+        name_id=columns.column("name_id", np.int32),
+        pid=columns.column("pid", np.int64),
+        tid=columns.column("tid", np.int64),
+        device=columns.column("device", np.int64),
+        stream=columns.column("stream", np.int64),
+        correlation=columns.column("correlation", np.int64),
+        external_id=columns.column("external_id", np.int64),
+        names=names,
+        labels=columns.labels,
+        rank=rank,
+        world_size=world_size,
+        gpu_names=gpu_names,
+        warnings=warnings,
+    )
+
+
+def _header(
+    document: _Document | None, warnings: list[str]
+) -> tuple[int | None, int | None, dict[int, str]]:
+    """Rank, world size and GPU names from the top-level keys; tolerant of their layout."""
+    rank: int | None = None
+    world_size: int | None = None
+    gpu_names: dict[int, str] = {}
+    if document is None:
+        return rank, world_size, gpu_names
+    if document.distributedInfo:
+        info = _safe_decode(document.distributedInfo)
+        if isinstance(info, dict):
+            r = _as_int(info.get("rank"))
+            w = _as_int(info.get("world_size", info.get("worldSize")))
+            rank = r if r >= 0 else None
+            world_size = w if w > 0 else None
+        else:
+            warnings.append("distributedInfo is not an object; rank unknown")
+    for raw in (document.deviceProperties, document.computeProperties):
+        if not raw:
+            continue
+        props = _safe_decode(raw)
+        if not isinstance(props, list):
+            continue
+        for entry in props:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                index = _as_int(entry.get("id"))
+                if index >= 0:
+                    gpu_names.setdefault(index, entry["name"])
+    return rank, world_size, gpu_names
+
+
+def _safe_decode(raw: msgspec.Raw) -> object:
+    try:
+        return _decode_any(raw)
+    except msgspec.DecodeError:
+        return None

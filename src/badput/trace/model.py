@@ -1,0 +1,119 @@
+"""The columnar Trace model: one row per event, typed numpy columns, integer nanoseconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["NO_ID", "EventKind", "FlowPhase", "Trace"]
+
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+I8 = npt.NDArray[np.int8]
+
+#: Value of an integer column where the event has no such field.
+NO_ID = -1
+
+
+class EventKind(IntEnum):
+    """What an event is; the Kineto categories behind each are in `trace/kineto.py`."""
+
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+    CPU_OP = 3
+    RUNTIME = 4
+    DRIVER = 5
+    ANNOTATION = 6
+    GPU_ANNOTATION = 7
+    PYTHON = 8
+    SYNC = 9
+    FLOW = 10
+    OTHER = 11
+
+
+#: Kinds that occupy a GPU engine.
+GPU_ACTIVITY_KINDS = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
+
+
+class FlowPhase(IntEnum):
+    """Chrome-trace phase of a row: a complete event or one end of a flow arrow."""
+
+    COMPLETE = 0
+    FLOW_START = 1
+    FLOW_END = 2
+    FLOW_STEP = 3
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Events of one trace file as parallel columns (one row per event).
+
+    Times are integer nanoseconds on the trace's own clock. Integer columns hold `NO_ID` where
+    an event lacks the field. Names are interned: `names[name_id[i]]` is row i's name.
+
+    Attributes:
+        path: the file the trace came from.
+        kind: `EventKind` per row.
+        phase: `FlowPhase` per row.
+        ts_ns: start time.
+        dur_ns: duration (0 for flow rows).
+        name_id: index into `names`.
+        pid: process id for host rows; for GPU rows what Kineto put there (usually the device).
+        tid: thread id for host rows; for GPU rows what Kineto put there (usually the stream).
+            Non-numeric labels become negative ids (see `labels`).
+        device: GPU index for GPU rows (`args.device`, else pid), `NO_ID` for host rows.
+        stream: CUDA stream for GPU rows (`args.stream`, else tid), else `NO_ID`.
+        correlation: launch correlation id (flow id for flow rows), else `NO_ID`.
+        external_id: the op id linking GPU work to the CPU op that launched it, else `NO_ID`.
+        names: interned event names.
+        labels: non-numeric pid/tid labels; label `labels[k]` has id `-(k + 2)`.
+        rank: `distributedInfo.rank`, None when the trace has none.
+        world_size: `distributedInfo.world_size`, None when the trace has none.
+        gpu_names: device index -> GPU model name from `deviceProperties`.
+        warnings: what the reader noticed but could read past (partial data, odd fields).
+    """
+
+    path: str
+    kind: I8
+    phase: I8
+    ts_ns: I64
+    dur_ns: I64
+    name_id: I32
+    pid: I64
+    tid: I64
+    device: I64
+    stream: I64
+    correlation: I64
+    external_id: I64
+    names: list[str]
+    labels: list[str] = field(default_factory=list)
+    rank: int | None = None
+    world_size: int | None = None
+    gpu_names: dict[int, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        """Number of rows."""
+        return int(self.kind.shape[0])
+
+    @property
+    def end_ns(self) -> I64:
+        """End time of each row (`ts_ns + dur_ns`)."""
+        return self.ts_ns + self.dur_ns
+
+    def mask(self, *kinds: EventKind) -> npt.NDArray[np.bool_]:
+        """Boolean row mask of the rows whose kind is one of `kinds`."""
+        return np.isin(self.kind, np.asarray([int(k) for k in kinds], dtype=np.int8))
+
+    def name_of(self, row: int) -> str:
+        """Name of one row."""
+        return self.names[int(self.name_id[row])]
+
+    def devices(self) -> list[int]:
+        """GPU indices that have GPU activity (kernel, memcpy, memset), ascending."""
+        gpu = self.mask(*GPU_ACTIVITY_KINDS)
+        return [int(d) for d in np.unique(self.device[gpu])]
