@@ -61,7 +61,9 @@ NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStora
 NCCL_ALLREDUCE_OLD = (
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 )
-NCCL_SENDRECV_OLD = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+NCCL_SENDRECV_OLD = (
+    "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+)
 DATALOADER_NEXT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 DATALOADER_NEXT_MP = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 DATAPIPE_NEXT = "enumerate(DataPipe)#MapperIterDataPipe"
@@ -97,7 +99,11 @@ _CATS: dict[str, dict[str, str]] = {
     },
 }
 
-_DEFAULT_API = {"kernel": "cudaLaunchKernel", "memcpy": "cudaMemcpyAsync", "memset": "cudaMemsetAsync"}
+_DEFAULT_API = {
+    "kernel": "cudaLaunchKernel",
+    "memcpy": "cudaMemcpyAsync",
+    "memset": "cudaMemsetAsync",
+}
 _CBID = {
     "cudaLaunchKernel": 211,
     "cudaLaunchKernelExC": 430,

@@ -1,0 +1,337 @@
+"""Per-GPU goodput analysis of one trace: window, breakdown, idle causes, steps, kernels."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.analysis.intervals import IntervalSet
+from badput.analysis.patterns import (
+    is_communication_kernel,
+    is_dataloader_span,
+    kernel_category,
+    profiler_step_number,
+)
+from badput.analysis.results import (
+    Breakdown,
+    CommSummary,
+    DeviceAnalysis,
+    IdleCauses,
+    KernelStat,
+    StepResult,
+    WindowSource,
+)
+from badput.analysis.steps import Launches, Steps, cpu_steps, gpu_steps
+from badput.errors import UsageError
+from badput.trace.model import EventKind, Trace
+
+__all__ = ["WindowSpec", "analyze_trace"]
+
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+
+#: Kernels shorter than this count as short (launch overhead dominates them).
+SHORT_KERNEL_NS = 10_000
+
+_WINDOW = re.compile(r"^\s*(steps|ns|us)\s*:\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*$")
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A user-chosen window: a range of step numbers, or a time range in trace nanoseconds."""
+
+    first_step: int | None = None
+    last_step: int | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    @staticmethod
+    def parse(text: str) -> WindowSpec:
+        """Parse `steps:A-B` (ProfilerStep numbers, inclusive), `ns:T0-T1` or `us:T0-T1`.
+
+        Raises:
+            UsageError: the text is in none of these forms.
+        """
+        match = _WINDOW.match(text)
+        if not match:
+            raise UsageError(
+                f"--window {text!r}: expected steps:A-B, ns:T0-T1 or us:T0-T1 (trace clock)"
+            )
+        unit, lo, hi = match.groups()
+        if unit == "steps":
+            if "." in lo or "." in hi:
+                raise UsageError(f"--window {text!r}: step numbers are integers")
+            spec = WindowSpec(first_step=int(lo), last_step=int(hi))
+        elif unit == "ns":
+            spec = WindowSpec(start_ns=int(float(lo)), end_ns=int(float(hi)))
+        else:
+            from decimal import Decimal
+
+            spec = WindowSpec(
+                start_ns=int(Decimal(lo) * 1000), end_ns=int(Decimal(hi) * 1000)
+            )
+        lo_v = spec.first_step if spec.first_step is not None else spec.start_ns
+        hi_v = spec.last_step if spec.last_step is not None else spec.end_ns
+        assert lo_v is not None and hi_v is not None
+        if hi_v < lo_v:
+            raise UsageError(f"--window {text!r}: the range ends before it starts")
+        return spec
+
+
+@dataclass(frozen=True)
+class _Host:
+    """What the host was doing, shared by every GPU of a trace."""
+
+    runtime: IntervalSet
+    dataloader: IntervalSet
+    cpu: IntervalSet
+    launches: Launches
+    step_names: list[str]
+    step_starts: I64
+    step_ends: I64
+
+
+def _name_flags(trace: Trace, predicate: object) -> B:
+    """Evaluate a name predicate once per distinct name; index the result by `name_id`."""
+    assert callable(predicate)
+    return np.fromiter((bool(predicate(n)) for n in trace.names), dtype=np.bool_,
+                       count=len(trace.names))  # fmt: skip
+
+
+def _host(trace: Trace) -> _Host:
+    kind = trace.kind
+    ts, end = trace.ts_ns, trace.end_ns
+    is_step_name = _name_flags(trace, lambda n: profiler_step_number(n) is not None)
+    is_loader_name = _name_flags(trace, is_dataloader_span)
+    op = (kind == EventKind.CPU_OP) | (kind == EventKind.ANNOTATION)
+    step_row = op & is_step_name[trace.name_id]
+    loader_row = op & is_loader_name[trace.name_id]
+    call = (kind == EventKind.RUNTIME) | (kind == EventKind.DRIVER)
+    cpu_row = op & ~step_row & ~loader_row
+
+    launch_rows = np.flatnonzero(call & (trace.correlation >= 0))
+    by_corr = launch_rows[np.argsort(trace.correlation[launch_rows], kind="stable")]
+    steps = np.flatnonzero(step_row)
+    return _Host(
+        runtime=IntervalSet.from_spans(ts[call], end[call]),
+        dataloader=IntervalSet.from_spans(ts[loader_row], end[loader_row]),
+        cpu=IntervalSet.from_spans(ts[cpu_row], end[cpu_row]),
+        launches=Launches(trace.correlation[by_corr], ts[by_corr], end[by_corr]),
+        step_names=[trace.names[i] for i in trace.name_id[steps].tolist()],
+        step_starts=ts[steps],
+        step_ends=end[steps],
+    )
+
+
+def _select_steps(steps: Steps, spec: WindowSpec | None) -> Steps:
+    if spec is None or spec.first_step is None or spec.last_step is None:
+        return steps
+    lo, hi = spec.first_step, spec.last_step
+    keep = [
+        i
+        for i, name in enumerate(steps.names)
+        if (k := profiler_step_number(name)) is not None and lo <= k <= hi
+    ]
+    return Steps(
+        [steps.names[i] for i in keep],
+        steps.starts_ns[keep],
+        steps.ends_ns[keep],
+        steps.source,
+        steps.dropped,
+    )
+
+
+def _analyze_device(
+    trace: Trace, host: _Host, device: int, spec: WindowSpec | None
+) -> DeviceAnalysis:
+    kind = trace.kind
+    on_device = trace.device == device
+    kernel = (kind == EventKind.KERNEL) & on_device
+    memory = ((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET)) & on_device
+    comm_name = _name_flags(trace, is_communication_kernel)
+    comm = kernel & comm_name[trace.name_id]
+    compute = kernel & ~comm
+    gpu = kernel | memory
+    ts, end = trace.ts_ns, trace.end_ns
+    warnings: list[str] = []
+
+    gpu_step = (kind == EventKind.GPU_ANNOTATION) & on_device
+    gpu_step &= _name_flags(trace, lambda n: profiler_step_number(n) is not None)[trace.name_id]
+    gpu_rows = np.flatnonzero(gpu)
+    if gpu_step.any():
+        rows = np.flatnonzero(gpu_step)
+        steps = gpu_steps(
+            [trace.names[i] for i in trace.name_id[rows].tolist()], ts[rows], end[rows]
+        )
+    elif host.step_names:
+        steps = cpu_steps(
+            host.step_names,
+            host.step_starts,
+            host.step_ends,
+            host.launches,
+            trace.correlation[gpu_rows],
+            ts[gpu_rows],
+            end[gpu_rows],
+        )
+    else:
+        steps = Steps([], np.zeros(0, np.int64), np.zeros(0, np.int64), WindowSource.GPU_ACTIVITY)
+    steps = _select_steps(steps, spec)
+    if steps.dropped:
+        warnings.append(
+            f"left out {len(steps.dropped)} last step(s) that launched no or too little GPU work "
+            f"(incompletely captured): {', '.join(steps.dropped)}"
+        )
+
+    source = steps.source
+    if spec is not None and spec.start_ns is not None and spec.end_ns is not None:
+        w0, w1 = spec.start_ns, spec.end_ns
+        source = WindowSource.USER
+        inside = (steps.starts_ns >= w0) & (steps.ends_ns <= w1)
+        steps = Steps(
+            [n for n, k in zip(steps.names, inside.tolist(), strict=True) if k],
+            steps.starts_ns[inside],
+            steps.ends_ns[inside],
+            source,
+            steps.dropped,
+        )
+    elif len(steps):
+        w0, w1 = int(steps.starts_ns.min()), int(steps.ends_ns.max())
+    elif spec is not None and spec.first_step is not None:
+        w0 = w1 = 0
+        warnings.append("no step in the requested --window range")
+        source = WindowSource.NONE
+    else:
+        w0, w1 = int(ts[gpu_rows].min()), int(end[gpu_rows].max())
+        source = WindowSource.GPU_ACTIVITY
+
+    compute_set = IntervalSet.from_spans(ts[compute], end[compute])
+    comm_all = IntervalSet.from_spans(ts[comm], end[comm])
+    memory_all = IntervalSet.from_spans(ts[memory], end[memory])
+    window = IntervalSet.span(w0, w1)
+
+    compute_w = compute_set.intersect(window)
+    comm_w = comm_all.subtract(compute_set).intersect(window)
+    memory_w = memory_all.subtract(compute_set).subtract(comm_all).intersect(window)
+    busy = compute_w.union(comm_w).union(memory_w)
+    idle = window.subtract(busy)
+    idle_runtime = idle.intersect(host.runtime)
+    rest = idle.subtract(host.runtime)
+    idle_loader = rest.intersect(host.dataloader)
+    rest = rest.subtract(host.dataloader)
+    idle_cpu = rest.intersect(host.cpu)
+    idle_other = rest.subtract(host.cpu)
+
+    parts = (compute_w, comm_w, memory_w, idle, idle_runtime, idle_loader, idle_cpu, idle_other)
+    totals = [p.total_ns() for p in parts]
+    breakdown = Breakdown(*totals[:4])
+    causes = IdleCauses(*totals[4:])
+    assert breakdown.total_ns == w1 - w0, "breakdown must partition the window"
+
+    step_results: list[StepResult] = []
+    if len(steps):
+        per_step = [p.measure_between(steps.starts_ns, steps.ends_ns) for p in parts]
+        for i, name in enumerate(steps.names):
+            v = [int(col[i]) for col in per_step]
+            step_results.append(
+                StepResult(
+                    name=name,
+                    start_ns=int(steps.starts_ns[i]),
+                    dur_ns=int(steps.ends_ns[i] - steps.starts_ns[i]),
+                    breakdown=Breakdown(*v[:4]),
+                    idle_causes=IdleCauses(*v[4:]),
+                )
+            )
+
+    kernels, kernel_ns, short_ns = _kernel_table(trace, gpu & (ts >= w0) & (ts < w1))
+    comm_total = comm_all.intersect(window)
+    window_ns = w1 - w0
+    return DeviceAnalysis(
+        trace=trace.path,
+        rank=trace.rank,
+        world_size=trace.world_size,
+        device=device,
+        gpu=trace.gpu_names.get(device),
+        window_start_ns=w0,
+        window_ns=window_ns,
+        window_source=source,
+        goodput=breakdown.compute_ns / window_ns if window_ns > 0 else None,
+        breakdown=breakdown,
+        idle_causes=causes,
+        comm=CommSummary(comm_total.total_ns(), comm_total.intersect(compute_set).total_ns()),
+        steps=step_results,
+        kernels=kernels,
+        kernel_ns=kernel_ns,
+        short_kernel_ns=short_ns,
+        dropped_steps=list(steps.dropped),
+        warnings=warnings,
+    )
+
+
+def _kernel_table(trace: Trace, rows_mask: B) -> tuple[list[KernelStat], int, int]:
+    """Per-name count and total of GPU operations, by total descending."""
+    rows = np.flatnonzero(rows_mask)
+    if rows.shape[0] == 0:
+        return [], 0, 0
+    kind = trace.kind[rows]
+    dur = trace.dur_ns[rows]
+    is_kernel = kind == EventKind.KERNEL
+    kernel_ns = int(dur[is_kernel].sum())
+    short_ns = int(dur[is_kernel & (dur < SHORT_KERNEL_NS)].sum())
+    # Group by (name, is memory op): a memcpy and a kernel never share a row.
+    key = trace.name_id[rows].astype(np.int64) * 2 + (~is_kernel)
+    order = np.argsort(key, kind="stable")
+    key_sorted = key[order]
+    first = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
+    totals = np.add.reduceat(dur[order], first)
+    counts = np.diff(np.r_[first, key_sorted.shape[0]])
+    stats: list[KernelStat] = []
+    for k, total, count in zip(key_sorted[first].tolist(), totals.tolist(), counts.tolist(),
+                               strict=True):  # fmt: skip
+        name = trace.names[k // 2]
+        category = "memory" if k % 2 else kernel_category(name)
+        stats.append(KernelStat(name, category, int(count), int(total)))
+    stats.sort(key=lambda s: (-s.total_ns, s.name))
+    return stats, kernel_ns, short_ns
+
+
+def analyze_trace(trace: Trace, window: WindowSpec | None = None) -> list[DeviceAnalysis]:
+    """Analyze every GPU of a trace.
+
+    Args:
+        trace: a trace from any reader.
+        window: a user-chosen window; by default the steps' hull (see docs/analysis.md).
+
+    Returns:
+        One result per GPU with activity, by device index; a trace without GPU activity gives
+        one result with `device == -1` and `goodput is None`.
+
+    Example:
+        >>> from badput.trace import load_trace  # doctest: +SKIP
+        >>> [d.goodput for d in analyze_trace(load_trace("trace.json.gz"))]  # doctest: +SKIP
+        [0.5551]
+    """
+    devices = trace.devices()
+    if not devices:
+        zero_b = Breakdown(0, 0, 0, 0)
+        return [
+            DeviceAnalysis(
+                trace=trace.path,
+                rank=trace.rank,
+                world_size=trace.world_size,
+                device=-1,
+                gpu=None,
+                window_start_ns=0,
+                window_ns=0,
+                window_source=WindowSource.NONE,
+                goodput=None,
+                breakdown=zero_b,
+                idle_causes=IdleCauses(0, 0, 0, 0),
+                comm=CommSummary(0, 0),
+                warnings=["no GPU activity (no kernel, memcpy or memset): a CPU-only trace"],
+            )
+        ]
+    host = _host(trace)
+    return [_analyze_device(trace, host, d, window) for d in devices]

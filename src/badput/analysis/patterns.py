@@ -1,0 +1,95 @@
+"""Name tables: which kernels are communication, kernel categories, data-loading spans.
+
+Every pattern that classifies an event by its name lives here, so a new library's kernels
+need one line in one table.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "KERNEL_CATEGORIES",
+    "is_communication_kernel",
+    "is_dataloader_span",
+    "kernel_category",
+    "profiler_step_number",
+]
+
+# Collective and point-to-point communication kernels, matched anywhere in the name,
+# case-insensitively. Sources: NCCL kernel names (`ncclKernel_*` before NCCL 2.19,
+# `ncclDevKernel_*` after), RCCL (same prefixes on ROCm), DeepEP's dispatch/combine kernels
+# (namespace `deep_ep`), NVSHMEM device collectives (`nvshmem*`), PyTorch symmetric-memory
+# all-reduce kernels, vLLM's custom all-reduce (`cross_device_reduce`), and MSCCL++.
+_COMMUNICATION = re.compile(
+    r"""
+    nccl(dev)?kernel | \bnccl | rccl | msccl
+    | deep_?ep.*(dispatch|combine|notify) | (dispatch|combine).*deep_?ep
+    | nvshmem
+    | (one|two)_shot_all_reduce | multimem_all_reduce | multimem_all_gather
+    | cross_device_reduce | custom_?all_?reduce
+    | all_?to_?all_kernel
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+
+#: Kernel categories, in the order they are tried; the first pattern that matches wins.
+KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("communication", _COMMUNICATION),
+    (
+        "attention",
+        re.compile(r"flash|fmha|attention|attn|sdpa|mha_|paged_?attention", re.IGNORECASE),
+    ),
+    (
+        # Matrix products, including convolutions lowered to GEMM by cuDNN (implicit GEMM,
+        # dgrad/wgrad engines, winograd) and Hopper cuBLAS kernels (nvjet, sm90_xmma).
+        "gemm",
+        re.compile(
+            r"gemm|gemv|matmul|cublas|cutlass|xmma|nvjet|wgmma|mma_|_mma|conv|dgrad|wgrad"
+            r"|winograd|cudnn|triton_.*mm|scaled_mm|bmm",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "reduction",
+        re.compile(r"reduce|softmax|norm|_bn_|batch_norm|\bsum\b|argmax|topk|scan|cumsum",
+                   re.IGNORECASE),  # fmt: skip
+    ),
+    (
+        "elementwise",
+        re.compile(
+            r"elementwise|vectorized|unrolled|pointwise|copy|fill|cat_|index|gather|scatter"
+            r"|triton_poi|functor|activation|gelu|relu|silu|dropout|add|mul|where|clamp",
+            re.IGNORECASE,
+        ),
+    ),
+)
+
+
+def kernel_category(name: str) -> str:
+    """Category of a kernel by name: gemm, attention, elementwise, reduction, communication, other."""
+    for category, pattern in KERNEL_CATEGORIES:
+        if pattern.search(name):
+            return category
+    return "other"
+
+
+def is_communication_kernel(name: str) -> bool:
+    """Whether a kernel moves data between GPUs (collectives, all-to-all, send/recv)."""
+    return _COMMUNICATION.search(name) is not None
+
+
+def is_dataloader_span(name: str) -> bool:
+    """Whether a host span is a DataLoader (or DataPipe) fetch, as PyTorch's profiler names it."""
+    return (
+        name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")
+    ) or name.startswith("enumerate(DataPipe)#")
+
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def profiler_step_number(name: str) -> int | None:
+    """N of a `ProfilerStep#N` annotation, else None."""
+    match = _STEP.match(name)
+    return int(match.group(1)) if match else None

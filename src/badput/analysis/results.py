@@ -1,0 +1,159 @@
+"""Typed results of the analyses: plain data, no rendering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "Breakdown",
+    "CommSummary",
+    "DeviceAnalysis",
+    "IdleCauses",
+    "KernelStat",
+    "StepResult",
+    "WindowSource",
+]
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """A partition of a time span by what the GPU did, in nanoseconds."""
+
+    compute_ns: int
+    communication_ns: int
+    memory_ns: int
+    idle_ns: int
+
+    @property
+    def total_ns(self) -> int:
+        """The span the parts add up to."""
+        return self.compute_ns + self.communication_ns + self.memory_ns + self.idle_ns
+
+    @property
+    def busy_ns(self) -> int:
+        """Time with any GPU activity."""
+        return self.compute_ns + self.communication_ns + self.memory_ns
+
+
+@dataclass(frozen=True)
+class IdleCauses:
+    """A partition of GPU idle time by what the host was doing, in nanoseconds."""
+
+    runtime_ns: int
+    dataloader_ns: int
+    cpu_ns: int
+    other_ns: int
+
+    @property
+    def total_ns(self) -> int:
+        """All idle time."""
+        return self.runtime_ns + self.dataloader_ns + self.cpu_ns + self.other_ns
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step: its span, breakdown and idle causes."""
+
+    name: str
+    start_ns: int
+    dur_ns: int
+    breakdown: Breakdown
+    idle_causes: IdleCauses
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """Totals of one GPU operation name inside the window."""
+
+    name: str
+    category: str
+    count: int
+    total_ns: int
+
+    @property
+    def mean_ns(self) -> float:
+        """Mean duration."""
+        return self.total_ns / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class CommSummary:
+    """Collective communication inside the window, in nanoseconds."""
+
+    total_ns: int
+    overlapped_ns: int
+
+    @property
+    def exposed_ns(self) -> int:
+        """Communication not hidden under compute."""
+        return self.total_ns - self.overlapped_ns
+
+
+class WindowSource(StrEnum):
+    """Where the analysis window came from."""
+
+    GPU_STEPS = "gpu_steps"
+    CPU_STEPS = "cpu_steps"
+    GPU_ACTIVITY = "gpu_activity"
+    USER = "user"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class DeviceAnalysis:
+    """Everything `badput analyze` computes for one GPU of one trace.
+
+    Attributes:
+        trace: the trace file.
+        rank: distributed rank, None if the trace has none.
+        world_size: distributed world size, None if the trace has none.
+        device: GPU index, -1 for a trace with no GPU activity.
+        gpu: GPU model name, None if the trace does not say.
+        window_start_ns: start of the analysed window.
+        window_ns: length of the window.
+        window_source: how the window was chosen.
+        goodput: compute / window; None without GPU activity.
+        breakdown: partition of the window.
+        idle_causes: partition of the idle part.
+        comm: communication totals.
+        steps: per step results, in time order.
+        kernels: per name totals, by total time descending.
+        kernel_ns: total duration of kernels in the window (summed, not unioned).
+        short_kernel_ns: part of `kernel_ns` in kernels shorter than 10 us.
+        dropped_steps: steps left out as incompletely captured or launching nothing.
+        warnings: what a reader of the numbers should know.
+    """
+
+    trace: str
+    rank: int | None
+    world_size: int | None
+    device: int
+    gpu: str | None
+    window_start_ns: int
+    window_ns: int
+    window_source: WindowSource
+    goodput: float | None
+    breakdown: Breakdown
+    idle_causes: IdleCauses
+    comm: CommSummary
+    steps: list[StepResult] = field(default_factory=list)
+    kernels: list[KernelStat] = field(default_factory=list)
+    kernel_ns: int = 0
+    short_kernel_ns: int = 0
+    dropped_steps: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def short_kernel_share(self) -> float | None:
+        """Share of kernel time spent in kernels shorter than 10 us."""
+        return self.short_kernel_ns / self.kernel_ns if self.kernel_ns else None
+
+    def step_time_stats_ns(self) -> tuple[float, float, int] | None:
+        """Mean, median and max step duration; None without steps."""
+        if not self.steps:
+            return None
+        durs = sorted(s.dur_ns for s in self.steps)
+        n = len(durs)
+        median = durs[n // 2] if n % 2 else (durs[n // 2 - 1] + durs[n // 2]) / 2
+        return sum(durs) / n, float(median), durs[-1]
