@@ -70,9 +70,7 @@ class WindowSpec:
         else:
             from decimal import Decimal
 
-            spec = WindowSpec(
-                start_ns=int(Decimal(lo) * 1000), end_ns=int(Decimal(hi) * 1000)
-            )
+            spec = WindowSpec(start_ns=int(Decimal(lo) * 1000), end_ns=int(Decimal(hi) * 1000))
         lo_v = spec.first_step if spec.first_step is not None else spec.start_ns
         hi_v = spec.last_step if spec.last_step is not None else spec.end_ns
         assert lo_v is not None and hi_v is not None

@@ -41,6 +41,15 @@ KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"flash|fmha|attention|attn|sdpa|mha_|paged_?attention", re.IGNORECASE),
     ),
     (
+        # Normalizations before gemm: cuDNN's batch-norm kernels carry "cudnn" in their names.
+        "reduction",
+        re.compile(
+            r"reduce|softmax|norm|\bbn_|bn_fw|bn_bw|batch_?norm|\bsum\b|argmax|argmin|topk"
+            r"|scan|cumsum",
+            re.IGNORECASE,
+        ),
+    ),
+    (
         # Matrix products, including convolutions lowered to GEMM by cuDNN (implicit GEMM,
         # dgrad/wgrad engines, winograd) and Hopper cuBLAS kernels (nvjet, sm90_xmma).
         "gemm",
@@ -49,11 +58,6 @@ KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|winograd|cudnn|triton_.*mm|scaled_mm|bmm",
             re.IGNORECASE,
         ),
-    ),
-    (
-        "reduction",
-        re.compile(r"reduce|softmax|norm|_bn_|batch_norm|\bsum\b|argmax|topk|scan|cumsum",
-                   re.IGNORECASE),  # fmt: skip
     ),
     (
         "elementwise",
@@ -67,7 +71,7 @@ KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 
 def kernel_category(name: str) -> str:
-    """Category of a kernel by name: gemm, attention, elementwise, reduction, communication, other."""
+    """Category of a kernel by name (see `KERNEL_CATEGORIES`), or `other`."""
     for category, pattern in KERNEL_CATEGORIES:
         if pattern.search(name):
             return category

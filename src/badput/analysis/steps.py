@@ -35,8 +35,10 @@ class Steps:
 
 @dataclass(frozen=True)
 class Launches:
-    """Host calls that can launch GPU work (runtime and driver calls with a correlation id),
-    sorted by correlation id."""
+    """Host calls that can launch GPU work, sorted by correlation id.
+
+    These are the runtime and driver calls that carry a correlation id.
+    """
 
     correlation: I64
     start_ns: I64

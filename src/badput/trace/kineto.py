@@ -29,6 +29,8 @@ from badput.trace.numbers import us_text_to_ns
 
 __all__ = ["CHUNK_BYTES", "read_kineto"]
 
+I64 = npt.NDArray[np.int64]
+
 #: Bytes read per piece of the events array.
 CHUNK_BYTES = 8 << 20
 
@@ -120,10 +122,10 @@ class _RawEvent(msgspec.Struct):
 class _Document(msgspec.Struct):
     """The top level of a trace file, events left undecoded."""
 
-    traceEvents: msgspec.Raw = _EMPTY  # noqa: N815 (Kineto's key)
-    deviceProperties: msgspec.Raw = _EMPTY  # noqa: N815
-    computeProperties: msgspec.Raw = _EMPTY  # noqa: N815
-    distributedInfo: msgspec.Raw = _EMPTY  # noqa: N815
+    traceEvents: msgspec.Raw = _EMPTY
+    deviceProperties: msgspec.Raw = _EMPTY
+    computeProperties: msgspec.Raw = _EMPTY
+    distributedInfo: msgspec.Raw = _EMPTY
 
 
 _decode_events = msgspec.json.Decoder(list[_Event]).decode
@@ -143,7 +145,10 @@ class _Interner(dict[str, int]):
 
 
 class _IdMap(dict[object, int]):
-    """pid/tid/flow-id value -> int: numbers as they are, `"stream 7"` -> 7, other labels -> -(k+2)."""
+    """pid/tid/flow-id value -> int.
+
+    Numbers stay as they are, `"stream 7"` becomes 7, other labels become -(k + 2).
+    """
 
     def __init__(self, labels: list[str]) -> None:
         super().__init__()
@@ -278,12 +283,21 @@ class _Columns:
             )
         self.add(typed)
 
-    def _finish(self, kind: npt.NDArray[np.int8], phase: npt.NDArray[np.int8],
-                ts_ns: npt.NDArray[np.int64], dur_ns: npt.NDArray[np.int64],
-                name_id: npt.NDArray[np.int32], pid: npt.NDArray[np.int64],
-                tid: npt.NDArray[np.int64], device: npt.NDArray[np.int64],
-                stream: npt.NDArray[np.int64], correlation: npt.NDArray[np.int64],
-                external_id: npt.NDArray[np.int64], bad: npt.NDArray[np.bool_]) -> None:  # fmt: skip
+    def _finish(
+        self,
+        kind: npt.NDArray[np.int8],
+        phase: npt.NDArray[np.int8],
+        ts_ns: I64,
+        dur_ns: I64,
+        name_id: npt.NDArray[np.int32],
+        pid: I64,
+        tid: I64,
+        device: I64,
+        stream: I64,
+        correlation: I64,
+        external_id: I64,
+        bad: npt.NDArray[np.bool_],
+    ) -> None:
         complete = phase == FlowPhase.COMPLETE
         bad &= complete  # a flow arrow without a time is harmless
         if bad.any():
@@ -425,7 +439,7 @@ def _open(path: str) -> Iterator[IO[bytes]]:
         raw.seek(0)
         if magic == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-                yield gz
+                yield gz  # type: ignore[misc]
         else:
             yield raw
     finally:

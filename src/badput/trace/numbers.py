@@ -89,7 +89,7 @@ def _fast(buf: bytes, n: int) -> npt.NDArray[np.int64] | None:
     if dots.shape[0] == 0:
         if int((seps - starts).max()) > 16:
             return None
-        ints = np.fromstring(buf, dtype=np.int64, sep=" ")
+        ints: npt.NDArray[np.int64] = np.fromstring(buf, dtype=np.int64, sep=" ")
         if ints.shape[0] != n or int(ints.max()) > _MAX_INT_US:
             return None
         return ints * 1000
@@ -104,7 +104,7 @@ def _fast(buf: bytes, n: int) -> npt.NDArray[np.int64] | None:
         return None  # ".5" or too many digits
     if int(frac_len.min()) < 1 or int(frac_len.max()) > 18:
         return None  # "5." or too many digits
-    pieces = np.fromstring(buf.replace(b".", b" "), dtype=np.int64, sep=" ")
+    pieces: npt.NDArray[np.int64] = np.fromstring(buf.replace(b".", b" "), dtype=np.int64, sep=" ")
     if pieces.shape[0] != n + dots.shape[0]:
         return None
     has_dot = np.zeros(n, dtype=np.int64)
@@ -113,7 +113,7 @@ def _fast(buf: bytes, n: int) -> npt.NDArray[np.int64] | None:
     int_us = pieces[int_idx]
     if int(int_us.max()) > _MAX_INT_US:
         return None
-    ns = int_us * 1000
+    ns: npt.NDArray[np.int64] = int_us * 1000
     frac = pieces[int_idx[dot_num] + 1]
     # A fraction of L digits is frac * 10**(3 - L) ns; digits below a nanosecond are dropped.
     up = frac_len <= 3

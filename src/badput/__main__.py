@@ -1,0 +1,9 @@
+"""`python -m badput` runs the command line."""
+
+from __future__ import annotations
+
+import sys
+
+from badput.cli.app import main
+
+sys.exit(main())

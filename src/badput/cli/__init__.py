@@ -1,0 +1,1 @@
+"""The `badput` command line."""

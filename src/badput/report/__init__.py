@@ -1,0 +1,1 @@
+"""Presentation only: turns analysis results into text, JSON and other formats."""

@@ -1,0 +1,181 @@
+"""The terminal report of `badput analyze`: goodput first, then where the rest went."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from badput.analysis.results import DeviceAnalysis, WindowSource
+from badput.trace.model import Trace
+
+__all__ = ["render_text"]
+
+_BAR_WIDTH = 50
+_COLORS = {"compute": "green", "communication": "magenta", "memory": "blue", "idle": "red"}
+_WINDOW_SOURCE = {
+    WindowSource.GPU_STEPS: "GPU-side ProfilerStep annotations",
+    WindowSource.CPU_STEPS: "CPU ProfilerStep spans stretched to the GPU work they launched",
+    WindowSource.GPU_ACTIVITY: "no steps: span of all GPU activity",
+    WindowSource.USER: "--window",
+    WindowSource.NONE: "none",
+}
+# Idle cause -> (label in the breakdown, short label in the step table).
+_CAUSES = (
+    ("dataloader", "waiting on the DataLoader", "dataloader"),
+    ("cpu", "host busy in CPU ops", "cpu ops"),
+    ("runtime", "in CUDA runtime/driver calls", "runtime"),
+    ("other", "host outside any op", "other"),
+)
+
+
+def _ms(ns: int | float) -> str:
+    return f"{ns / 1e6:,.2f}"
+
+
+def _pct(part: int | float, whole: int | float) -> str:
+    return f"{100 * part / whole:5.1f} %" if whole else "    – "
+
+
+def _short(name: str, width: int = 60) -> str:
+    """A kernel name a person can scan: no `void`, template and parameter lists elided."""
+    if name.startswith("void "):
+        name = name[5:]
+    out: list[str] = []
+    depth = 0
+    for ch in name:
+        if ch in "<(":
+            if depth == 0:
+                out.append(ch + "…")
+            depth += 1
+        elif ch in ">)" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(ch)
+        elif depth == 0:
+            out.append(ch)
+    short = "".join(out)
+    return short if len(short) <= width else short[: width - 1] + "…"
+
+
+def _bar(d: DeviceAnalysis) -> Text:
+    b = d.breakdown
+    parts = [
+        ("compute", b.compute_ns),
+        ("communication", b.communication_ns),
+        ("memory", b.memory_ns),
+        ("idle", b.idle_ns),
+    ]
+    total = b.total_ns or 1
+    cells = [round(_BAR_WIDTH * v / total) for _, v in parts]
+    cells[-1] = max(0, _BAR_WIDTH - sum(cells[:-1]))
+    bar = Text()
+    for (key, _), n in zip(parts, cells, strict=True):
+        bar.append("█" * n if key != "idle" else "░" * n, style=_COLORS[key])
+    return bar
+
+
+def _device(d: DeviceAnalysis, top: int) -> Group:
+    head = Text()
+    gpu = f"GPU {d.device}" + (f" ({d.gpu})" if d.gpu else "")
+    rank = f" · rank {d.rank}/{d.world_size}" if d.rank is not None else ""
+    head.append(f"{os.path.basename(d.trace)}", style="bold")
+    head.append(f" · {gpu}{rank}\n")
+    if d.goodput is None:
+        head.append("No GPU activity in this trace: goodput is undefined.\n", style="yellow")
+        for w in d.warnings:
+            head.append(f"note: {w}\n", style="yellow")
+        return Group(head)
+    steps = f"{len(d.steps)} steps, " if d.steps else ""
+    head.append(
+        f"window {_ms(d.window_ns)} ms ({steps}{_WINDOW_SOURCE[d.window_source]})\n", style="dim"
+    )
+    head.append("\nGoodput ", style="bold")
+    head.append(f"{100 * d.goodput:.1f} %", style="bold green")
+    head.append("   ")
+    head.append_text(_bar(d))
+    head.append("\n")
+
+    b, c, win = d.breakdown, d.idle_causes, d.window_ns
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    table.add_column("where the GPU time goes")
+    table.add_column("ms", justify="right")
+    table.add_column("of window", justify="right")
+    table.add_row(Text("compute", style=_COLORS["compute"]), _ms(b.compute_ns),
+                  _pct(b.compute_ns, win))  # fmt: skip
+    comm_note = ""
+    if d.comm.total_ns:
+        hidden = _pct(d.comm.overlapped_ns, d.comm.total_ns).strip()
+        comm_note = f"  (of {_ms(d.comm.total_ns)} ms, {hidden} hidden)"
+    table.add_row(Text("communication (exposed)" + comm_note, style=_COLORS["communication"]),
+                  _ms(b.communication_ns), _pct(b.communication_ns, win))  # fmt: skip
+    table.add_row(Text("memory (memcpy/memset)", style=_COLORS["memory"]), _ms(b.memory_ns),
+                  _pct(b.memory_ns, win))  # fmt: skip
+    table.add_row(Text("idle", style=_COLORS["idle"]), _ms(b.idle_ns), _pct(b.idle_ns, win))
+    causes = sorted(_CAUSES, key=lambda kv: -getattr(c, f"{kv[0]}_ns"))
+    for key, label, _ in causes:
+        ns = getattr(c, f"{key}_ns")
+        table.add_row(Text(f"  └ {label}", style="dim"), _ms(ns), _pct(ns, win))
+
+    parts: list[Text | Table] = [head, table]
+    if d.kernels and top != 0:
+        kt = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
+        kt.add_column("top GPU operations", no_wrap=True, overflow="ellipsis", max_width=50)
+        kt.add_column("category", no_wrap=True)
+        kt.add_column("count", justify="right")
+        kt.add_column("total ms", justify="right", no_wrap=True)
+        kt.add_column("mean us", justify="right")
+        for k in d.kernels[: top if top > 0 else None]:
+            kt.add_row(_short(k.name), k.category, f"{k.count:,}", _ms(k.total_ns),
+                       f"{k.mean_ns / 1000:,.1f}")  # fmt: skip
+        parts.append(Text(""))
+        parts.append(kt)
+        if d.short_kernel_share is not None:
+            parts.append(
+                Text(
+                    f"{100 * d.short_kernel_share:.1f} % of kernel time is in kernels shorter "
+                    "than 10 us",
+                    style="dim",
+                )
+            )
+    stats = d.step_time_stats_ns()
+    if stats is not None:
+        mean, median, longest = stats
+        parts.append(Text(""))
+        parts.append(
+            Text(
+                f"steps: mean {_ms(mean)} ms · median {_ms(median)} ms · max {_ms(longest)} ms",
+                style="bold",
+            )
+        )
+        st = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("step", "ms", "compute", "comm", "memory", "idle", "main idle cause"):
+            st.add_column(col, justify="left" if col in ("step", "main idle cause") else "right")
+        for s in d.steps:
+            sb, sc = s.breakdown, s.idle_causes
+            _, _, label = max(_CAUSES, key=lambda kv: getattr(sc, f"{kv[0]}_ns"))
+            cause = label if sb.idle_ns else "–"
+            st.add_row(s.name, _ms(s.dur_ns), _pct(sb.compute_ns, s.dur_ns),
+                       _pct(sb.communication_ns, s.dur_ns), _pct(sb.memory_ns, s.dur_ns),
+                       _pct(sb.idle_ns, s.dur_ns), cause)  # fmt: skip
+        parts.append(st)
+    for warning in d.warnings:
+        parts.append(Text(f"note: {warning}", style="yellow"))
+    return Group(*parts)
+
+
+def render_text(
+    results: list[tuple[Trace, list[DeviceAnalysis]]], console: Console, top: int = 10
+) -> None:
+    """Print the report of analyzed traces, one section per GPU."""
+    first = True
+    for trace, devices in results:
+        for warning in trace.warnings:
+            console.print(Text(f"note: {trace.path}: {warning}", style="yellow"))
+        for d in devices:
+            if not first:
+                console.rule(style="dim")
+            first = False
+            console.print(_device(d, top))
