@@ -241,16 +241,16 @@ def host_outside_ops(schema: str) -> tuple[TraceBuilder, dict[int, Exp]]:
 
 @scenario()
 def python_frames(schema: str) -> tuple[TraceBuilder, dict[int, Exp]]:
-    # Same as host_outside_ops plus a Python frame over the whole gap: `python_function` stack
-    # frames (modern) do not count as CPU work, `Python` events (2021 schema) do.
+    # Same as host_outside_ops plus a Python frame over the whole gap: Python stack frames
+    # (`python_function`, and `Python` in the 2021 schema) are not CPU ops; they do not count.
     b = TraceBuilder(schema)
     b.python_frame("train.py(42): train_step", 40, 160)
     b.launch(GEMM, cpu=(-10, -5), gpu=(0, 50))
     b.launch(GEMM, cpu=(140, 145), gpu=(150, 200))
-    # modern: as in host_outside_ops; 2021: [50,140) + [145,150) inside the Python event = cpu
-    modern = schema == "modern"
-    idle = ic(runtime=5.0, other=95.0) if modern else ic(runtime=5.0, cpu=95.0)
-    exp = Exp(window=200.0, breakdown=bd(compute=100.0, idle=100.0), idle=idle)
+    # as in host_outside_ops: runtime [140,145) = 5, other [50,140) + [145,150) = 95
+    exp = Exp(
+        window=200.0, breakdown=bd(compute=100.0, idle=100.0), idle=ic(runtime=5.0, other=95.0)
+    )
     return b, {0: exp}
 
 
@@ -343,6 +343,31 @@ def gpu_work_into_first_step(schema: str) -> tuple[TraceBuilder, dict[int, Exp]]
         window=300.0,
         breakdown=bd(compute=290.0, idle=10.0),  # 150 + 110 + 30
         idle=ic(other=10.0),
+        steps=steps,
+    )
+    return b, {0: exp}
+
+
+@scenario()
+def steps_without_recorded_launches(schema: str) -> tuple[TraceBuilder, dict[int, Exp]]:
+    # Kernels whose runtime calls were not recorded: no step launched GPU work, so the CPU
+    # steps are not stretched (nor dropped): the steps are the CPU spans as recorded.
+    b = TraceBuilder(schema)
+    b.profiler_step(1, 0, 100)
+    b.profiler_step(2, 100, 200)
+    b.kernel(GEMM, 10, 20)
+    b.kernel(GEMM, 150, 230)  # runs past step 2's CPU end: not stretched
+    b.cpu_op("aten::mm", 30, 60)
+    steps = [
+        # [0,100): compute [10,20) = 10; idle 90: cpu [30,60) = 30, other 60
+        Step("ProfilerStep#1", 0, 100.0, bd(compute=10.0, idle=90.0), ic(cpu=30.0, other=60.0)),
+        # [100,200): compute [150,200) = 50 (clipped); idle [100,150) = 50: other
+        Step("ProfilerStep#2", 100, 100.0, bd(compute=50.0, idle=50.0), ic(other=50.0)),
+    ]
+    exp = Exp(
+        window=200.0,
+        breakdown=bd(compute=60.0, idle=140.0),
+        idle=ic(cpu=30.0, other=110.0),
         steps=steps,
     )
     return b, {0: exp}

@@ -116,7 +116,8 @@ class IntervalSet:
             return other if keep_other else self
         # Cut the line at every boundary of both sets; each elementary piece is wholly in or
         # out of each set, so membership of its start decides.
-        cuts = np.unique(np.concatenate([self.starts, self.ends, other.starts, other.ends]))
+        cuts = np.sort(np.concatenate([self.starts, self.ends, other.starts, other.ends]))
+        cuts = cuts[np.r_[True, cuts[1:] != cuts[:-1]]]
         lo, hi = cuts[:-1], cuts[1:]
         in_self = self.contains(lo)
         in_other = other.contains(lo)

@@ -97,6 +97,9 @@ def cpu_steps(
 
     call = launches.find(gpu_correlation)
     has_call = call >= 0
+    if not has_call.any():
+        # No GPU activity has a recorded launch: the CPU spans stand as they are.
+        return Steps(names, s0.copy(), s1.copy(), WindowSource.CPU_STEPS)
     safe = np.maximum(call, 0)
     call_start = launches.start_ns[safe]
     call_end = launches.end_ns[safe]

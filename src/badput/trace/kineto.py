@@ -35,6 +35,7 @@ I64 = npt.NDArray[np.int64]
 CHUNK_BYTES = 8 << 20
 
 _EMPTY = msgspec.Raw(b"")
+_MISSING = np.iinfo(np.int64).min  # ts of an event without one
 _DROP = -1  # kind of rows the model does not keep (instant, metadata, counter events)
 
 # Kineto category (lower-cased) -> kind. Both the modern and the 2021 spellings appear here.
@@ -82,7 +83,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _STREAM_LABEL = re.compile(r"^\s*stream\s+(-?\d+)\s*$", re.IGNORECASE)
 
 
-class _Args(msgspec.Struct, frozen=True):
+class _Args(msgspec.Struct, frozen=True, gc=False):
     device: int = NO_ID
     stream: int = NO_ID
     correlation: int = NO_ID
@@ -93,7 +94,7 @@ class _Args(msgspec.Struct, frozen=True):
 _NO_ARGS = _Args()
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
@@ -105,7 +106,7 @@ class _Event(msgspec.Struct):
     args: _Args = _NO_ARGS
 
 
-class _RawEvent(msgspec.Struct):
+class _RawEvent(msgspec.Struct, gc=False):
     """Every field kept as raw JSON: the lenient path for events the typed path rejects."""
 
     ph: msgspec.Raw = _EMPTY
@@ -246,7 +247,7 @@ class _Columns:
         ids = self.ids
         pid = np.array([ids[e.pid] for e in events], dtype=np.int64)
         tid = np.array([ids[e.tid] for e in events], dtype=np.int64)
-        ts_ns, bad_ts = us_text_to_ns([e.ts for e in events], default=0)
+        ts_ns, bad_ts = us_text_to_ns([e.ts for e in events], default=_MISSING)
         dur_ns, bad_dur = us_text_to_ns([e.dur for e in events], default=0)
         args = [e.args for e in events]
         device = np.array([a.device for a in args], dtype=np.int64)
@@ -258,10 +259,9 @@ class _Columns:
         if flow.any():
             flow_rows = np.flatnonzero(flow)
             correlation[flow_rows] = [ids[events[i].id] for i in flow_rows.tolist()]
-        missing_ts = np.array([len(e.ts) == 0 for e in events], dtype=np.bool_)
         self._finish(
             kind, phase, ts_ns, dur_ns, name_id, pid, tid, device, stream, correlation,
-            np.where(ext != NO_ID, ext, ext_lower), bad_ts | bad_dur | missing_ts,
+            np.where(ext != NO_ID, ext, ext_lower), bad_ts | bad_dur | (ts_ns == _MISSING),
         )  # fmt: skip
 
     def add_lenient(self, raw_events: list[_RawEvent]) -> None:
@@ -398,7 +398,7 @@ def _as_args(raw: msgspec.Raw) -> _Args:
     )
 
 
-def _decode_piece(columns: _Columns, array_text: bytes) -> None:
+def _decode_piece(columns: _Columns, array_text: bytes | memoryview) -> None:
     """Decode a JSON array of events: typed first, leniently where the types are off.
 
     Raises:
@@ -462,28 +462,29 @@ def _reader(path: str, stream: IO[bytes]) -> Callable[[int], bytes]:
     return read
 
 
-def _last_event_start(buf: bytes | bytearray, lo: int) -> int:
-    """Index of the last `{` that starts a line after a `,` line end, or -1.
+def _last_event_start(buf: bytearray, lo: int) -> tuple[int, int]:
+    """`(comma, brace)`: the last `{` that opens a line after a line ending in `,`; or (-1, -1).
 
     JSON strings cannot hold a raw newline, so a newline is always between tokens; a `{`
     opening a line whose previous token is `,` starts a new element of an array. In Kineto's
     layout that array is `traceEvents`. A wrong guess makes the piece fail to decode and the
-    reader falls back to decoding the rest whole.
+    reader falls back to decoding the rest whole. Only `buf[lo:]` is searched.
     """
     pos = len(buf)
+    n = len(buf)
     while True:
         pos = buf.rfind(b"\n", lo, pos)
         if pos < 0:
-            return -1
+            return -1, -1
         j = pos + 1
-        while j < len(buf) and buf[j] in b" \t\r":
+        while j < n and buf[j] in b" \t\r":
             j += 1
-        if j < len(buf) and buf[j] == 0x7B:  # "{"
+        if j < n and buf[j] == 0x7B:  # "{"
             k = pos - 1
             while k >= lo and buf[k] in b" \t\r":
                 k -= 1
             if k >= lo and buf[k] == 0x2C:  # ","
-                return j
+                return k, j
 
 
 def _json_problem(err: msgspec.DecodeError) -> str:
@@ -555,45 +556,48 @@ def _read_document(
                 path, "JSON without a traceEvents array: not a PyTorch profiler trace"
             )
     prefix = bytes(buf[:start])
-    pending = bytearray(buf[start + 1 :])
+    # `pending` always starts with the "[" of the array; each decoded piece is the array's
+    # head up to a comma that is overwritten with "]", decoded in place (no copy).
+    pending = buf[start:]
     del buf
     streaming = True
-    lo = 0  # pending[:lo] has no event start (searched already)
+    lo = 1  # pending[:lo] holds no event start (searched already)
     while True:
         chunk = read(CHUNK_BYTES)
         if not chunk:
             break
         total += len(chunk)
         pending += chunk
+        del chunk
         if not streaming or len(pending) < CHUNK_BYTES:
             continue
-        cut = _last_event_start(pending, lo)
-        if cut <= 0:
-            lo = max(0, len(pending) - 1)
+        comma, brace = _last_event_start(pending, lo)
+        if comma < 0:
+            lo = max(1, len(pending) - 1)
             continue
-        piece = bytes(pending[:cut]).rstrip()
-        if piece.endswith(b","):
-            piece = piece[:-1]
+        pending[comma] = 0x5D  # "]"
         try:
-            _decode_piece(columns, b"[" + piece + b"]")
+            with memoryview(pending) as view:
+                _decode_piece(columns, view[: comma + 1])
         except msgspec.DecodeError:
-            streaming = False  # the layout fooled the cut: decode the rest whole
+            pending[comma] = 0x2C  # the layout fooled the cut: decode the rest whole
+            streaming = False
             continue
-        del pending[:cut]
-        lo = 0
+        del pending[1:brace]
+        lo = 1
         if progress is not None:
             progress(total)
     rest = bytes(pending)
     del pending
     if bare:
         try:
-            _decode_piece(columns, b"[" + rest)
+            _decode_piece(columns, rest)
         except msgspec.DecodeError as e:
             raise TraceFormatError(path, _json_problem(e)) from None
         document = None
     else:
         try:
-            document = _decode_document(prefix + b"[" + rest)
+            document = _decode_document(prefix + rest)
         except msgspec.DecodeError as e:
             raise TraceFormatError(path, _json_problem(e)) from None
         except msgspec.ValidationError as e:
