@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_TRACES
 from synth import TraceBuilder, analyze_json, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 #: A real Kineto trace shipped with badput (ResNet50 on a V100, 2021 schema).
 DEMO_TRACE = REPO / "src" / "badput" / "_data" / "resnet50_v100_workers0.pt.trace.json.gz"
 #: A smaller real trace, used when present (the shared fixtures of this workplace).
-SHARED_TRACE = Path(
-    "/work/shared/traces/param-dlrm-8rank/worker0_step_12.1694128201545.pt.trace.json.gz"
-)
+SHARED_TRACE = SHARED_TRACES / "param-dlrm-8rank/worker0_step_12.1694128201545.pt.trace.json.gz"
 
 
 def real_trace_gz() -> Path:

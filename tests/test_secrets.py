@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from conftest import SHARED_TRACES
 from synth import TraceBuilder, run_cli
 
 SECRETS = {
@@ -25,9 +26,7 @@ SECRETS = {
 }
 ENVS = [f"{name}={value}" for name, value in SECRETS.items()] + ["CUDA_VISIBLE_DEVICES=0,1"]
 
-SHARED_REAL = Path(
-    "/work/shared/traces/tracelens-h100/gaunernst_bert-small-uncased__1016001.json.gz"
-)
+SHARED_REAL = SHARED_TRACES / "tracelens-h100/gaunernst_bert-small-uncased__1016001.json.gz"
 
 
 def add_secrets(b: TraceBuilder) -> TraceBuilder:
