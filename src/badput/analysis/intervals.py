@@ -114,12 +114,30 @@ class IntervalSet:
             return self
         if len(other) == 0:
             return other if keep_other else self
-        # Cut the line at every boundary of both sets; each elementary piece is wholly in or
-        # out of each set, so membership of its start decides.
-        cuts = np.sort(np.concatenate([self.starts, self.ends, other.starts, other.ends]))
-        cuts = cuts[np.r_[True, cuts[1:] != cuts[:-1]]]
-        lo, hi = cuts[:-1], cuts[1:]
-        in_self = self.contains(lo)
-        in_other = other.contains(lo)
-        keep = in_self & (in_other if keep_other else ~in_other)
-        return IntervalSet.from_spans(lo[keep], hi[keep])
+        # Sweep the boundaries of both sets in time order, counting how deep inside each set
+        # the line is. Each set's boundaries, interleaved, are already sorted, so the stable
+        # sort only merges two sorted runs (linear time).
+        n, m = 2 * len(self), 2 * len(other)
+        times = np.empty(n + m, dtype=np.int64)
+        times[0:n:2], times[1:n:2] = self.starts, self.ends
+        times[n::2], times[n + 1 :: 2] = other.starts, other.ends
+        step = np.empty(n + m, dtype=np.int8)
+        step[0::2], step[1::2] = 1, -1
+        order = np.argsort(times, kind="stable")
+        t = times[order]
+        from_self = order < n
+        in_self = np.cumsum(np.where(from_self, step[order], 0), dtype=np.int64) > 0
+        in_other = np.cumsum(np.where(from_self, 0, step[order]), dtype=np.int64) > 0
+        # Piece i is [t[i], t[i+1]); the state after all boundaries at t[i] holds over it.
+        keep = (in_self & (in_other if keep_other else ~in_other))[:-1] & (t[1:] > t[:-1])
+        idx = np.flatnonzero(keep)
+        if idx.shape[0] == 0:
+            return IntervalSet.empty()
+        lo, hi = t[idx], t[idx + 1]
+        first = np.empty(idx.shape[0], dtype=np.bool_)
+        first[0] = True
+        first[1:] = lo[1:] != hi[:-1]
+        last = np.empty_like(first)
+        last[:-1] = first[1:]
+        last[-1] = True
+        return IntervalSet(lo[first], hi[last])

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.errors import TraceFormatError
+from badput.trace import _fastscan
 from badput.trace.model import NO_ID, EventKind, FlowPhase, Trace
 from badput.trace.numbers import us_text_to_ns
 
@@ -264,6 +265,54 @@ class _Columns:
             np.where(ext != NO_ID, ext, ext_lower), bad_ts | bad_dur | (ts_ns == _MISSING),
         )  # fmt: skip
 
+    def add_scanned(self, scanned: _fastscan.Scanned) -> None:
+        """Take the columns of the C scanner (`_scan.c`), mapping its local ids to ours."""
+        self.seen += scanned.seen
+        phase = scanned.column("phase", np.int8)
+        if phase.shape[0] == 0:
+            return
+        texts = scanned.strings
+        cat_kind = np.array([self.kinds[t] for t in texts] + [self.kinds[""]], dtype=np.int8)
+        kind = cat_kind[scanned.column("cat", np.int32)]
+        kind[phase != FlowPhase.COMPLETE] = EventKind.FLOW
+        local_name = scanned.column("name", np.int32)
+        name_map = np.full(len(texts) + 1, -1, dtype=np.int32)
+        for local in np.unique(local_name).tolist():
+            name_map[local] = self.names[texts[local] if local >= 0 else ""]
+        flow = kind == EventKind.FLOW
+        # Map only the labels kept rows use, so that both decode paths know the same labels.
+        used = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
+        if flow.any():
+            used.append(scanned.column("id_label", np.int32)[flow])
+        label_ids = np.full(len(scanned.labels) + 1, NO_ID, dtype=np.int64)
+        for local in np.unique(np.concatenate(used)).tolist():
+            if local >= 0:
+                label_ids[local] = self.ids[scanned.labels[local]]
+
+        def ident(key: str) -> I64:
+            label = scanned.column(f"{key}_label", np.int32)
+            return np.where(label >= 0, label_ids[label], scanned.column(key, np.int64))
+
+        correlation = scanned.column("correlation", np.int64)
+        if flow.any():
+            correlation = np.where(flow, ident("id"), correlation)
+        ext = scanned.column("ext", np.int64)
+        ext = np.where(ext != NO_ID, ext, scanned.column("ext_lower", np.int64))
+        self._finish(
+            kind,
+            phase,
+            scanned.column("ts", np.int64),
+            scanned.column("dur", np.int64).copy(),
+            name_map[local_name],
+            ident("pid"),
+            ident("tid"),
+            scanned.column("device", np.int64),
+            scanned.column("stream", np.int64),
+            correlation,
+            ext,
+            scanned.column("has_ts", np.int8) == 0,
+        )
+
     def add_lenient(self, raw_events: list[_RawEvent]) -> None:
         """Convert events whose fields have unexpected types, one at a time."""
         typed: list[_Event] = []
@@ -404,6 +453,10 @@ def _decode_piece(columns: _Columns, array_text: bytes | memoryview) -> None:
     Raises:
         msgspec.DecodeError: the text is not a JSON array (the caller decides what that means).
     """
+    scanned = _fastscan.scan(array_text)
+    if scanned is not None:
+        columns.add_scanned(scanned)
+        return
     try:
         columns.add(_decode_events(array_text))
         return
@@ -446,40 +499,53 @@ def _open(path: str) -> Iterator[IO[bytes]]:
         raw.close()
 
 
-def _reader(path: str, stream: IO[bytes]) -> Callable[[int], bytes]:
-    """A `read(n)` that turns decompression failures into TraceFormatError."""
+class _Source:
+    """Reads of a (possibly gzipped) stream.
 
-    def read(n: int) -> bytes:
+    Decompression failures become TraceFormatError.
+    """
+
+    def __init__(self, path: str, stream: IO[bytes]) -> None:
+        self.path = path
+        self.stream = stream
+
+    def _translate(self, e: Exception) -> TraceFormatError:
+        if isinstance(e, EOFError):
+            return TraceFormatError(self.path, "truncated gzip: the compressed stream ends early")
+        return TraceFormatError(self.path, f"corrupt gzip data ({e})")
+
+    def read(self, n: int) -> bytes:
+        """Up to n bytes; b"" at the end."""
         try:
-            return stream.read(n)
-        except EOFError:
-            raise TraceFormatError(
-                path, "truncated gzip: the compressed stream ends early"
-            ) from None
-        except (gzip.BadGzipFile, zlib.error) as e:
-            raise TraceFormatError(path, f"corrupt gzip data ({e})") from None
+            return self.stream.read(n)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise self._translate(e) from None
 
-    return read
+    def readinto(self, view: memoryview) -> int:
+        """Fill `view` as far as the data goes; 0 at the end."""
+        try:
+            return self.stream.readinto(view)  # type: ignore[attr-defined, no-any-return]
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise self._translate(e) from None
 
 
-def _last_event_start(buf: bytearray, lo: int) -> tuple[int, int]:
+def _last_event_start(buf: bytearray, lo: int, hi: int) -> tuple[int, int]:
     """`(comma, brace)`: the last `{` that opens a line after a line ending in `,`; or (-1, -1).
 
     JSON strings cannot hold a raw newline, so a newline is always between tokens; a `{`
     opening a line whose previous token is `,` starts a new element of an array. In Kineto's
     layout that array is `traceEvents`. A wrong guess makes the piece fail to decode and the
-    reader falls back to decoding the rest whole. Only `buf[lo:]` is searched.
+    reader falls back to decoding the rest whole. Only `buf[lo:hi]` is searched.
     """
-    pos = len(buf)
-    n = len(buf)
+    pos = hi
     while True:
         pos = buf.rfind(b"\n", lo, pos)
         if pos < 0:
             return -1, -1
         j = pos + 1
-        while j < n and buf[j] in b" \t\r":
+        while j < hi and buf[j] in b" \t\r":
             j += 1
-        if j < n and buf[j] == 0x7B:  # "{"
+        if j < hi and buf[j] == 0x7B:  # "{"
             k = pos - 1
             while k >= lo and buf[k] in b" \t\r":
                 k -= 1
@@ -514,81 +580,88 @@ def read_kineto(path: str, progress: Callable[[int], None] | None = None) -> Tra
     """
     columns = _Columns(path)
     with _open(path) as stream:
-        read = _reader(path, stream)
-        document = _read_document(path, read, columns, progress)
+        document = _read_document(path, _Source(path, stream), columns, progress)
     return _build(path, columns, document)
 
 
 def _read_document(
     path: str,
-    read: Callable[[int], bytes],
+    source: _Source,
     columns: _Columns,
     progress: Callable[[int], None] | None,
 ) -> _Document | None:
     """Stream the events array into `columns`; return the top level (None for a bare array)."""
-    buf = bytearray()
+    head = bytearray()
     total = 0
     start = -1
     bare = False
     while start < 0:
-        chunk = read(CHUNK_BYTES)
+        chunk = source.read(CHUNK_BYTES)
         total += len(chunk)
-        buf += chunk
-        head = bytes(buf[:64]).lstrip()
-        if head[:1] not in (b"", b"{", b"["):
+        head += chunk
+        first = bytes(head[:64]).lstrip()
+        if first[:1] not in (b"", b"{", b"["):
             raise TraceFormatError(path, "not JSON (a trace file starts with '{' or '[')")
-        if head[:1] == b"[":
+        if first[:1] == b"[":
             bare = True
-            start = buf.index(b"[")
+            start = head.index(b"[")
             break
-        match = _EVENTS_KEY.search(buf)
+        match = _EVENTS_KEY.search(head)
         if match:
             start = match.end() - 1
             break
         if not chunk:
-            if not head:
+            if not first:
                 raise TraceFormatError(path, "empty file")
             try:
-                _decode_any(bytes(buf))
+                _decode_any(bytes(head))
             except msgspec.DecodeError as e:
                 raise TraceFormatError(path, _json_problem(e)) from None
             raise TraceFormatError(
                 path, "JSON without a traceEvents array: not a PyTorch profiler trace"
             )
-    prefix = bytes(buf[:start])
-    # `pending` always starts with the "[" of the array; each decoded piece is the array's
-    # head up to a comma that is overwritten with "]", decoded in place (no copy).
-    pending = buf[start:]
-    del buf
+    prefix = bytes(head[:start])
+    # `buf[:filled]` always starts with the "[" of the array. Each piece is decoded in place:
+    # the array's head up to a comma that is overwritten with "]". The rest moves to the
+    # front and the next read lands behind it, so the buffer is reused, never regrown, while
+    # Kineto's layout lets the reader cut.
+    filled = len(head) - start
+    buf = bytearray(max(2 * CHUNK_BYTES, filled + CHUNK_BYTES))
+    buf[:filled] = head[start:]
+    del head
     streaming = True
-    lo = 1  # pending[:lo] holds no event start (searched already)
+    lo = 1  # buf[:lo] holds no event start (searched already)
     while True:
-        chunk = read(CHUNK_BYTES)
-        if not chunk:
+        if len(buf) - filled < CHUNK_BYTES:
+            buf.extend(bytes(len(buf)))  # no cut found yet: make room
+        with memoryview(buf) as view:
+            n = source.readinto(view[filled : filled + CHUNK_BYTES])
+        if not n:
             break
-        total += len(chunk)
-        pending += chunk
-        del chunk
-        if not streaming or len(pending) < CHUNK_BYTES:
+        filled += n
+        total += n
+        if not streaming or filled < CHUNK_BYTES:
             continue
-        comma, brace = _last_event_start(pending, lo)
+        comma, brace = _last_event_start(buf, lo, filled)
         if comma < 0:
-            lo = max(1, len(pending) - 1)
+            lo = max(1, filled - 1)
             continue
-        pending[comma] = 0x5D  # "]"
+        buf[comma] = 0x5D  # "]"
         try:
-            with memoryview(pending) as view:
+            with memoryview(buf) as view:
                 _decode_piece(columns, view[: comma + 1])
         except msgspec.DecodeError:
-            pending[comma] = 0x2C  # the layout fooled the cut: decode the rest whole
+            buf[comma] = 0x2C  # the layout fooled the cut: decode the rest whole
             streaming = False
             continue
-        del pending[1:brace]
+        left = filled - brace
+        buf[1 : 1 + left] = buf[brace:filled]
+        filled = 1 + left
         lo = 1
         if progress is not None:
             progress(total)
-    rest = bytes(pending)
-    del pending
+    rest = bytes(buf[:filled])
+    del buf
     if bare:
         try:
             _decode_piece(columns, rest)

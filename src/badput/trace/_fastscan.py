@@ -1,0 +1,65 @@
+"""Wrapper of the optional C scanner `_scan` (see `_scan.c`); None when it is not built.
+
+Set `BADPUT_NO_C_SCAN=1` to read with msgspec alone (tests compare both paths).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["AVAILABLE", "Scanned", "scan"]
+
+try:
+    from badput.trace import _scan  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: the msgspec path reads everything
+    _scan = None
+
+AVAILABLE = _scan is not None
+
+# Order of the columns in the C scanner's result tuple (enum in _scan.c).
+_COLUMNS = (
+    "phase", "cat", "name", "pid", "pid_label", "tid", "tid_label", "ts", "has_ts", "dur",
+    "has_dur", "id", "id_label", "device", "stream", "correlation", "ext", "ext_lower",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """Columns of one scanned piece, with the piece's own string and label tables."""
+
+    raw: dict[str, bytes]
+    strings: list[str]
+    labels: list[str]
+    seen: int
+
+    def column(self, key: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
+        """A read-only view of one column."""
+        return np.frombuffer(self.raw[key], dtype=dtype)
+
+
+def _text(raw: bytes) -> str:
+    if b"\\" not in raw:
+        return raw.decode("utf-8")
+    return str(msgspec.json.decode(b'"' + raw + b'"'))
+
+
+def scan(array_text: bytes | memoryview) -> Scanned | None:
+    """Scan a JSON array of events; None when the C scanner is absent or refuses the text."""
+    if _scan is None or os.environ.get("BADPUT_NO_C_SCAN"):
+        return None
+    result = _scan.scan(array_text)
+    if result is None:
+        return None
+    n = len(_COLUMNS)
+    try:
+        strings = [_text(b) for b in result[n]]
+        labels = [_text(b) for b in result[n + 1]]
+    except (UnicodeDecodeError, msgspec.DecodeError):
+        return None  # the complete decoder reports it
+    return Scanned(dict(zip(_COLUMNS, result[:n], strict=True)), strings, labels, result[n + 2])

@@ -1,0 +1,564 @@
+/*
+ * Fast path of the Kineto reader: scans a JSON array of trace events and returns typed
+ * columns, without creating a Python object per event.
+ *
+ * It understands exactly the subset of JSON that well-formed Kineto traces use. Whenever an
+ * input needs more (a malformed document, a null where a string belongs, a float where an
+ * integer belongs, an exponent in a timestamp, nesting deeper than MAX_DEPTH), scan() returns
+ * None and the caller decodes the same text with msgspec, which has the complete rules and
+ * the error messages. So this file may refuse anything, but must never return a wrong value.
+ *
+ * Returned columns are bytes objects of packed native integers, one entry per kept event
+ * (phases X, s, f, t); other phases are only counted.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+#define NO_ID (-1)
+
+/* ---- growable column ------------------------------------------------------------------ */
+
+typedef struct {
+    char *data;
+    size_t len;  /* bytes used */
+    size_t cap;
+} column;
+
+static int col_push(column *c, const void *value, size_t size) {
+    if (c->len + size > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 4096;
+        while (cap < c->len + size) cap *= 2;
+        char *data = realloc(c->data, cap);
+        if (!data) return -1;
+        c->data = data;
+        c->cap = cap;
+    }
+    memcpy(c->data + c->len, value, size);
+    c->len += size;
+    return 0;
+}
+
+/* ---- string interning: raw (still escaped) JSON string bytes -> dense id ---------------- */
+
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+    int32_t id;
+} slot;
+
+typedef struct {
+    slot *slots;
+    size_t cap;     /* power of two */
+    int32_t count;
+    column order;   /* slot pointers in id order: (ptr, len) pairs */
+} interner;
+
+static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int intern_grow(interner *t) {
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    slot *slots = calloc(cap, sizeof(slot));
+    if (!slots) return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->slots[i].ptr) {
+            size_t j = hash_bytes(t->slots[i].ptr, t->slots[i].len) & (cap - 1);
+            while (slots[j].ptr) j = (j + 1) & (cap - 1);
+            slots[j] = t->slots[i];
+        }
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* Id of the string, adding it if new; -2 on memory failure. */
+static int32_t intern(interner *t, const char *p, Py_ssize_t n) {
+    if ((size_t)(t->count + 1) * 2 > t->cap && intern_grow(t) < 0) return -2;
+    size_t j = hash_bytes(p, n) & (t->cap - 1);
+    while (t->slots[j].ptr) {
+        if (t->slots[j].len == n && memcmp(t->slots[j].ptr, p, n) == 0) return t->slots[j].id;
+        j = (j + 1) & (t->cap - 1);
+    }
+    t->slots[j].ptr = p;
+    t->slots[j].len = n;
+    t->slots[j].id = t->count;
+    if (col_push(&t->order, &t->slots[j], sizeof(slot)) < 0) return -2;
+    return t->count++;
+}
+
+/* ---- scanning ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *p;
+    const char *end;
+} cursor;
+
+static inline void skip_ws(cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+        c->p++;
+}
+
+/* Scan a string starting at its opening quote; set [*s, *s + *n) to its raw content. */
+static int scan_string(cursor *c, const char **s, Py_ssize_t *n) {
+    if (c->p >= c->end || *c->p != '"') return -1;
+    const char *start = ++c->p;
+    while (c->p < c->end) {
+        char ch = *c->p;
+        if (ch == '"') {
+            *s = start;
+            *n = c->p - start;
+            c->p++;
+            return 0;
+        }
+        if (ch == '\\') {
+            c->p += 2;
+            continue;
+        }
+        if ((unsigned char)ch < 0x20) return -1; /* raw control character: invalid JSON */
+        c->p++;
+    }
+    return -1;
+}
+
+static int skip_value(cursor *c, int depth);
+
+static int skip_container(cursor *c, char close, int depth) {
+    if (depth > MAX_DEPTH) return -1;
+    c->p++; /* past the opener */
+    skip_ws(c);
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        if (close == '}') {
+            const char *k;
+            Py_ssize_t kn;
+            skip_ws(c);
+            if (scan_string(c, &k, &kn) < 0) return -1;
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != ':') return -1;
+            c->p++;
+        }
+        skip_ws(c);
+        if (skip_value(c, depth + 1) < 0) return -1;
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (*c->p == close) {
+            c->p++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+static int skip_number(cursor *c) {
+    const char *start = c->p;
+    if (c->p < c->end && *c->p == '-') c->p++;
+    while (c->p < c->end) {
+        char ch = *c->p;
+        if ((ch >= '0' && ch <= '9') || ch == '.' || ch == 'e' || ch == 'E' || ch == '+' ||
+            ch == '-')
+            c->p++;
+        else
+            break;
+    }
+    return c->p > start ? 0 : -1;
+}
+
+static int skip_literal(cursor *c, const char *word, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0) return -1;
+    c->p += n;
+    return 0;
+}
+
+static int skip_value(cursor *c, int depth) {
+    if (c->p >= c->end) return -1;
+    switch (*c->p) {
+        case '"': {
+            const char *s;
+            Py_ssize_t n;
+            return scan_string(c, &s, &n);
+        }
+        case '{':
+            return skip_container(c, '}', depth);
+        case '[':
+            return skip_container(c, ']', depth);
+        case 't':
+            return skip_literal(c, "true", 4);
+        case 'f':
+            return skip_literal(c, "false", 5);
+        case 'n':
+            return skip_literal(c, "null", 4);
+        default:
+            return skip_number(c);
+    }
+}
+
+/* A JSON integer (no fraction, no exponent) into int64; -1 if it is anything else. */
+static int scan_int(cursor *c, int64_t *out) {
+    int neg = 0;
+    if (c->p < c->end && *c->p == '-') {
+        neg = 1;
+        c->p++;
+    }
+    const char *start = c->p;
+    uint64_t v = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        if (c->p - start >= 18) return -1; /* could overflow: let the slow path decide */
+        v = v * 10 + (uint64_t)(*c->p - '0');
+        c->p++;
+    }
+    if (c->p == start) return -1;
+    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) return -1;
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    return 0;
+}
+
+/* A JSON number of microseconds into exact integer nanoseconds, digits below 1 ns dropped
+ * (toward zero). Exponents and out-of-range values are refused (-1). */
+static int scan_us(cursor *c, int64_t *out) {
+    int neg = 0;
+    if (c->p < c->end && *c->p == '-') {
+        neg = 1;
+        c->p++;
+    }
+    const char *start = c->p;
+    uint64_t whole = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        if (c->p - start >= 16) return -1;
+        whole = whole * 10 + (uint64_t)(*c->p - '0');
+        c->p++;
+    }
+    if (c->p == start) return -1;
+    uint64_t frac = 0;
+    int frac_digits = 0;
+    if (c->p < c->end && *c->p == '.') {
+        c->p++;
+        const char *fstart = c->p;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+            if (frac_digits < 3) {
+                frac = frac * 10 + (uint64_t)(*c->p - '0');
+                frac_digits++;
+            }
+            c->p++;
+        }
+        if (c->p == fstart) return -1;
+    }
+    if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) return -1;
+    while (frac_digits < 3) {
+        frac *= 10;
+        frac_digits++;
+    }
+    /* 2**63 - 1 ns is 9223372036854775.807 us */
+    if (whole > 9223372036854774ULL) return -1;
+    int64_t ns = (int64_t)(whole * 1000 + frac);
+    *out = neg ? -ns : ns;
+    return 0;
+}
+
+/* pid, tid and flow id: an integer, or a string label (interned). */
+static int scan_id(cursor *c, interner *labels, int64_t *value, int32_t *label) {
+    if (c->p < c->end && *c->p == '"') {
+        const char *s;
+        Py_ssize_t n;
+        if (scan_string(c, &s, &n) < 0) return -1;
+        int32_t id = intern(labels, s, n);
+        if (id < 0) return -1;
+        *label = id;
+        *value = NO_ID;
+        return 0;
+    }
+    *label = NO_ID;
+    return scan_int(c, value);
+}
+
+#define KEY_IS(k, n, lit) ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k), (lit), (n)) == 0)
+
+typedef struct {
+    int64_t device, stream, correlation, ext, ext_lower;
+} args_t;
+
+static int scan_args(cursor *c, args_t *a) {
+    if (c->p >= c->end || *c->p != '{') return -1;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        const char *k;
+        Py_ssize_t kn;
+        skip_ws(c);
+        if (scan_string(c, &k, &kn) < 0) return -1;
+        if (memchr(k, '\\', (size_t)kn)) return -1;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return -1;
+        c->p++;
+        skip_ws(c);
+        int64_t *target = NULL;
+        if (KEY_IS(k, kn, "device")) target = &a->device;
+        else if (KEY_IS(k, kn, "stream")) target = &a->stream;
+        else if (KEY_IS(k, kn, "correlation")) target = &a->correlation;
+        else if (KEY_IS(k, kn, "External id")) target = &a->ext;
+        else if (KEY_IS(k, kn, "external id")) target = &a->ext_lower;
+        if (target) {
+            if (scan_int(c, target) < 0) return -1;
+        } else if (skip_value(c, 2) < 0) {
+            return -1;
+        }
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+enum { COL_PHASE, COL_CAT, COL_NAME, COL_PID, COL_PID_LABEL, COL_TID, COL_TID_LABEL, COL_TS,
+       COL_HAS_TS, COL_DUR, COL_HAS_DUR, COL_ID, COL_ID_LABEL, COL_DEVICE, COL_STREAM,
+       COL_CORRELATION, COL_EXT, COL_EXT_LOWER, N_COLS };
+
+typedef struct {
+    column cols[N_COLS];
+    interner strings; /* cat and name */
+    interner labels;  /* string pid/tid/id */
+    Py_ssize_t seen;
+} scan_state;
+
+static int phase_code(const char *s, Py_ssize_t n) {
+    if (n != 1) return -1;
+    switch (s[0]) {
+        case 'X': return 0;
+        case 's': return 1;
+        case 'f': return 2;
+        case 't': return 3;
+        default: return -1;
+    }
+}
+
+/* One event object; 1 if kept, 0 if its phase is not kept, -1 if the fast path refuses. */
+static int scan_event(cursor *c, scan_state *st) {
+    if (c->p >= c->end || *c->p != '{') return -1;
+    c->p++;
+    int phase = -2; /* -2: no "ph" */
+    int32_t cat = NO_ID, name = NO_ID, pid_label = NO_ID, tid_label = NO_ID, id_label = NO_ID;
+    int64_t pid = NO_ID, tid = NO_ID, ts = 0, dur = 0, id = NO_ID;
+    int8_t has_ts = 0, has_dur = 0;
+    args_t a = {NO_ID, NO_ID, NO_ID, NO_ID, NO_ID};
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+    } else {
+        for (;;) {
+            const char *k;
+            Py_ssize_t kn;
+            skip_ws(c);
+            if (scan_string(c, &k, &kn) < 0) return -1;
+            if (memchr(k, '\\', (size_t)kn)) return -1; /* escaped key: let msgspec decode it */
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != ':') return -1;
+            c->p++;
+            skip_ws(c);
+            int rc = 0;
+            if (KEY_IS(k, kn, "ph")) {
+                const char *s;
+                Py_ssize_t n;
+                rc = scan_string(c, &s, &n);
+                if (rc == 0) phase = phase_code(s, n);
+            } else if (KEY_IS(k, kn, "cat") || KEY_IS(k, kn, "name")) {
+                const char *s;
+                Py_ssize_t n;
+                rc = scan_string(c, &s, &n); /* null or a number: refused */
+                if (rc == 0) {
+                    int32_t v = intern(&st->strings, s, n);
+                    if (v < 0) return -1;
+                    if (k[0] == 'c') cat = v;
+                    else name = v;
+                }
+            } else if (KEY_IS(k, kn, "pid")) {
+                rc = scan_id(c, &st->labels, &pid, &pid_label);
+            } else if (KEY_IS(k, kn, "tid")) {
+                rc = scan_id(c, &st->labels, &tid, &tid_label);
+            } else if (KEY_IS(k, kn, "id")) {
+                rc = scan_id(c, &st->labels, &id, &id_label);
+            } else if (KEY_IS(k, kn, "ts")) {
+                rc = scan_us(c, &ts);
+                has_ts = 1;
+            } else if (KEY_IS(k, kn, "dur")) {
+                rc = scan_us(c, &dur);
+                has_dur = 1;
+            } else if (KEY_IS(k, kn, "args")) {
+                rc = scan_args(c, &a);
+            } else {
+                rc = skip_value(c, 1);
+            }
+            if (rc < 0) return -1;
+            skip_ws(c);
+            if (c->p >= c->end) return -1;
+            if (*c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (*c->p == '}') {
+                c->p++;
+                break;
+            }
+            return -1;
+        }
+    }
+    st->seen++;
+    if (phase == -2) return -1; /* no ph: the slow path keeps the same accounting */
+    if (phase < 0) return 0;
+    int8_t ph8 = (int8_t)phase;
+    if (col_push(&st->cols[COL_PHASE], &ph8, 1) < 0 ||
+        col_push(&st->cols[COL_CAT], &cat, 4) < 0 ||
+        col_push(&st->cols[COL_NAME], &name, 4) < 0 ||
+        col_push(&st->cols[COL_PID], &pid, 8) < 0 ||
+        col_push(&st->cols[COL_PID_LABEL], &pid_label, 4) < 0 ||
+        col_push(&st->cols[COL_TID], &tid, 8) < 0 ||
+        col_push(&st->cols[COL_TID_LABEL], &tid_label, 4) < 0 ||
+        col_push(&st->cols[COL_TS], &ts, 8) < 0 ||
+        col_push(&st->cols[COL_HAS_TS], &has_ts, 1) < 0 ||
+        col_push(&st->cols[COL_DUR], &dur, 8) < 0 ||
+        col_push(&st->cols[COL_HAS_DUR], &has_dur, 1) < 0 ||
+        col_push(&st->cols[COL_ID], &id, 8) < 0 ||
+        col_push(&st->cols[COL_ID_LABEL], &id_label, 4) < 0 ||
+        col_push(&st->cols[COL_DEVICE], &a.device, 8) < 0 ||
+        col_push(&st->cols[COL_STREAM], &a.stream, 8) < 0 ||
+        col_push(&st->cols[COL_CORRELATION], &a.correlation, 8) < 0 ||
+        col_push(&st->cols[COL_EXT], &a.ext, 8) < 0 ||
+        col_push(&st->cols[COL_EXT_LOWER], &a.ext_lower, 8) < 0)
+        return -1;
+    return 1;
+}
+
+static void state_free(scan_state *st) {
+    for (int i = 0; i < N_COLS; i++) free(st->cols[i].data);
+    free(st->strings.slots);
+    free(st->strings.order.data);
+    free(st->labels.slots);
+    free(st->labels.order.data);
+}
+
+static PyObject *interned_list(interner *t) {
+    PyObject *list = PyList_New(t->count);
+    if (!list) return NULL;
+    slot *slots = (slot *)t->order.data;
+    for (int32_t i = 0; i < t->count; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(slots[i].ptr, slots[i].len);
+        if (!b) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, b);
+    }
+    return list;
+}
+
+static int scan_array(cursor *c, scan_state *st) {
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '[') return -1;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+    } else {
+        for (;;) {
+            skip_ws(c);
+            if (scan_event(c, st) < 0) return -1;
+            skip_ws(c);
+            if (c->p >= c->end) return -1;
+            if (*c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (*c->p == ']') {
+                c->p++;
+                break;
+            }
+            return -1;
+        }
+    }
+    skip_ws(c);
+    return c->p == c->end ? 0 : -1;
+}
+
+static PyObject *scan(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    scan_state st;
+    memset(&st, 0, sizeof(st));
+    cursor c = {(const char *)view.buf, (const char *)view.buf + view.len};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan_array(&c, &st);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc < 0) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    result = PyTuple_New(N_COLS + 3);
+    if (!result) goto done;
+    for (int i = 0; i < N_COLS; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(st.cols[i].data ? st.cols[i].data : "",
+                                                (Py_ssize_t)st.cols[i].len);
+        if (!b) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i, b);
+    }
+    PyObject *strings = interned_list(&st.strings);
+    PyObject *labels = strings ? interned_list(&st.labels) : NULL;
+    PyObject *seen = labels ? PyLong_FromSsize_t(st.seen) : NULL;
+    if (!seen) {
+        Py_XDECREF(strings);
+        Py_XDECREF(labels);
+        Py_CLEAR(result);
+        goto done;
+    }
+    PyTuple_SET_ITEM(result, N_COLS, strings);
+    PyTuple_SET_ITEM(result, N_COLS + 1, labels);
+    PyTuple_SET_ITEM(result, N_COLS + 2, seen);
+done:
+    state_free(&st);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_O,
+     "scan(buffer) -> tuple | None: typed columns of a JSON array of trace events, or None "
+     "when the text needs the complete decoder."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
