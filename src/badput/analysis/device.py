@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import numpy.typing as npt
@@ -66,10 +67,10 @@ class WindowSpec:
                 raise UsageError(f"--window {text!r}: step numbers are integers")
             spec = WindowSpec(first_step=int(lo), last_step=int(hi))
         elif unit == "ns":
-            spec = WindowSpec(start_ns=int(float(lo)), end_ns=int(float(hi)))
+            if "." in lo or "." in hi:
+                raise UsageError(f"--window {text!r}: nanoseconds are integers")
+            spec = WindowSpec(start_ns=int(lo), end_ns=int(hi))
         else:
-            from decimal import Decimal
-
             spec = WindowSpec(start_ns=int(Decimal(lo) * 1000), end_ns=int(Decimal(hi) * 1000))
         lo_v = spec.first_step if spec.first_step is not None else spec.start_ns
         hi_v = spec.last_step if spec.last_step is not None else spec.end_ns

@@ -41,6 +41,11 @@ KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"flash|fmha|attention|attn|sdpa|mha_|paged_?attention", re.IGNORECASE),
     ),
     (
+        # cuBLAS's split-K reduction finishes a GEMM; it is not a model reduction.
+        "gemm",
+        re.compile(r"splitKreduce|splitk_?reduce", re.IGNORECASE),
+    ),
+    (
         # Normalizations before gemm: cuDNN's batch-norm kernels carry "cudnn" in their names.
         "reduction",
         re.compile(
@@ -50,11 +55,19 @@ KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     (
+        # Layout transforms and embedding lookups: memory-bound data movement, even when the
+        # library name (cudnn, fbgemm) would suggest a matrix product.
+        "elementwise",
+        re.compile(
+            r"nchwToNhwc|nhwcToNchw|transpose|permute|embedding|bounds_check", re.IGNORECASE
+        ),
+    ),
+    (
         # Matrix products, including convolutions lowered to GEMM by cuDNN (implicit GEMM,
         # dgrad/wgrad engines, winograd) and Hopper cuBLAS kernels (nvjet, sm90_xmma).
         "gemm",
         re.compile(
-            r"gemm|gemv|matmul|cublas|cutlass|xmma|nvjet|wgmma|mma_|_mma|conv|dgrad|wgrad"
+            r"(?<!fb)gemm|gemv|matmul|cublas|cutlass|xmma|nvjet|wgmma|mma_|_mma|conv|dgrad|wgrad"
             r"|winograd|cudnn|triton_.*mm|scaled_mm|bmm",
             re.IGNORECASE,
         ),

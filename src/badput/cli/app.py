@@ -76,7 +76,7 @@ def analyze(
 
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
-    spec = WindowSpec.parse(window) if window else None
+    spec = WindowSpec.parse(window) if window is not None else None
     files = [f for p in paths for f in find_traces(p)]
     err = Console(stderr=True)
     results = []

@@ -11,8 +11,9 @@ slow exact path through `decimal`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 import numpy as np
 import numpy.typing as npt
@@ -28,14 +29,24 @@ _POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
 _MAX_INT_DIGITS = 16
 
 
+_JSON_NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
 def _slow_one(text: bytes, default: int) -> int | None:
-    """Exact ns of one number with a sign or exponent; None if it is not a number."""
+    """Exact ns of one number text (a quoted number too); None if it is not a number."""
+    text = text.strip()
+    if len(text) >= 2 and text[:1] == b'"' and text[-1:] == b'"':
+        text = text[1:-1].strip()
     if not text:
         return default
-    try:
-        value = Decimal(text.decode("ascii")) * 1000
-    except (InvalidOperation, UnicodeDecodeError):
+    if not _JSON_NUMBER.fullmatch(text):
         return None
+    with localcontext() as ctx:
+        ctx.prec = 80  # exact for any text up to 80 digits, so int() truncates, never rounds
+        try:
+            value = Decimal(text.decode("ascii")) * 1000
+        except (InvalidOperation, UnicodeDecodeError):
+            return None
     if not value.is_finite():
         return None
     ns = int(value)
@@ -64,10 +75,27 @@ def us_text_to_ns(
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
     buf = b" ".join(texts) + b" "  # type: ignore[arg-type]
+    if buf.count(b" ") != n:  # a text holds a space itself: take them one by one
+        return _one_by_one(texts, default)
     fast = _fast(buf, n)
     if fast is not None:
         return fast, np.zeros(n, dtype=np.bool_)
     return _general(buf, n, default)
+
+
+def _one_by_one(
+    texts: Sequence[object], default: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    ns = np.full(len(texts), default, dtype=np.int64)
+    bad = np.zeros(len(texts), dtype=np.bool_)
+    for k, text in enumerate(texts):
+        value = _slow_one(bytes(text), default)  # type: ignore[call-overload]
+        if value is None:
+            bad[k] = True
+        else:
+            ns[k] = value
+    ns[bad] = default
+    return ns, bad
 
 
 def _fast(buf: bytes, n: int) -> npt.NDArray[np.int64] | None:
@@ -184,4 +212,5 @@ def _general(
             bad[k] = True
         else:
             ns[k] = value
+    ns[bad] = default
     return ns, bad

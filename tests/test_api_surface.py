@@ -1,0 +1,258 @@
+"""The public surface, pinned: package exports, CLI commands and options, the JSON schema.
+
+A change here is a change for users: update these lists on purpose, never by accident.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+import badput
+import badput.analysis
+import badput.trace
+from badput.cli.app import app, main
+
+SHARED = Path(
+    os.environ.get("BADPUT_SHARED_TRACES", Path(__file__).resolve().parents[2] / "shared/traces")
+)
+RESNET = SHARED / "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+DEMO = (
+    Path(__file__).resolve().parents[1] / "src/badput/_data/resnet50_v100_workers0.pt.trace.json.gz"
+)
+
+
+def test_badput_all() -> None:
+    assert sorted(badput.__all__) == [
+        "BadputError",
+        "TraceFormatError",
+        "UsageError",
+        "__version__",
+    ]
+    for name in badput.__all__:
+        assert hasattr(badput, name)
+    assert isinstance(badput.__version__, str) and badput.__version__
+
+
+def test_trace_all() -> None:
+    assert sorted(badput.trace.__all__) == [
+        "EventKind",
+        "FlowPhase",
+        "NO_ID",
+        "Trace",
+        "find_traces",
+        "load_trace",
+    ]
+    for name in badput.trace.__all__:
+        assert hasattr(badput.trace, name)
+
+
+def test_analysis_all() -> None:
+    assert sorted(badput.analysis.__all__) == [
+        "Breakdown",
+        "CommSummary",
+        "DeviceAnalysis",
+        "IdleCauses",
+        "IntervalSet",
+        "KernelStat",
+        "StepResult",
+        "WindowSource",
+        "WindowSpec",
+        "analyze_trace",
+    ]
+    for name in badput.analysis.__all__:
+        assert hasattr(badput.analysis, name)
+
+
+def test_error_tree() -> None:
+    assert issubclass(badput.TraceFormatError, badput.BadputError)
+    assert issubclass(badput.UsageError, badput.BadputError)
+
+
+def test_enum_values() -> None:
+    from badput.analysis import WindowSource
+    from badput.trace import EventKind
+
+    assert [str(s) for s in WindowSource] == [
+        "gpu_steps",
+        "cpu_steps",
+        "gpu_activity",
+        "user",
+        "none",
+    ]
+    assert {k.name: int(k) for k in EventKind} == {
+        "KERNEL": 0,
+        "MEMCPY": 1,
+        "MEMSET": 2,
+        "CPU_OP": 3,
+        "RUNTIME": 4,
+        "DRIVER": 5,
+        "ANNOTATION": 6,
+        "GPU_ANNOTATION": 7,
+        "PYTHON": 8,
+        "SYNC": 9,
+        "FLOW": 10,
+        "OTHER": 11,
+    }
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+
+
+def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    command = typer.main.get_command(app)
+    assert sorted(command.commands) == ["analyze", "version"]  # type: ignore[attr-defined]
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\banalyze\b", out)
+    assert re.search(r"\bversion\b", out)
+
+
+def test_version_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.strip() == badput.__version__
+
+
+def test_analyze_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--format", "--out", "--top", "--window"):
+        assert option in out, option
+    analyze = typer.main.get_command(app).commands["analyze"]  # type: ignore[attr-defined]
+    params = {p.name: p for p in analyze.params}
+    assert sorted(params) == ["out", "output_format", "paths", "top", "window"]
+    assert set(params["output_format"].opts) == {"--format", "-f"}
+    assert set(params["out"].opts) == {"--out", "-o"}
+    assert params["top"].opts == ["--top"] and params["top"].default == 10
+    assert params["window"].opts == ["--window"] and params["window"].default is None
+    assert params["paths"].required
+
+
+def test_format_choices(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["analyze", str(tmp_path), "--format", "yaml"])
+    assert code == 2
+    assert "yaml" in capsys.readouterr().err
+
+
+# ---- JSON schema ------------------------------------------------------------------------------
+
+TOP_KEYS = {"schema", "badput_version", "traces", "devices"}
+TRACE_KEYS = {"path", "rank", "world_size", "events", "warnings"}
+DEVICE_KEYS = {
+    "trace",
+    "rank",
+    "world_size",
+    "device",
+    "gpu",
+    "window_start_us",
+    "window_us",
+    "window_source",
+    "goodput",
+    "breakdown_us",
+    "idle_causes_us",
+    "comm",
+    "step_time_us",
+    "steps",
+    "dropped_steps",
+    "kernels",
+    "kernel_total_us",
+    "short_kernel_share",
+    "warnings",
+}
+BREAKDOWN_KEYS = {"compute", "communication", "memory", "idle"}
+CAUSE_KEYS = {"runtime", "dataloader", "cpu", "other"}
+COMM_KEYS = {"total_us", "overlapped_us"}
+STEP_TIME_KEYS = {"mean", "median", "max"}
+STEP_KEYS = {"name", "start_us", "dur_us", "breakdown_us", "idle_causes_us"}
+KERNEL_KEYS = {"name", "category", "count", "total_us", "mean_us"}
+
+
+@pytest.fixture(scope="module")
+def resnet_trace() -> Path:
+    for path in (RESNET, DEMO):
+        if path.is_file():
+            return path
+    if os.environ.get("CI"):
+        pytest.fail(f"real trace not found: {RESNET}")
+    pytest.skip(f"real trace not found: {RESNET}")
+
+
+def _report(capsys: pytest.CaptureFixture[str], *argv: object) -> dict[str, Any]:
+    code = main(["analyze", *(str(a) for a in argv), "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def test_json_schema(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _report(capsys, resnet_trace)
+    assert set(doc) == TOP_KEYS
+    assert doc["schema"] == "badput.analysis/1"
+    assert doc["badput_version"] == badput.__version__
+    assert len(doc["traces"]) == 1
+    assert set(doc["traces"][0]) == TRACE_KEYS
+    assert doc["traces"][0]["path"] == str(resnet_trace)
+    assert doc["devices"]
+    for dev in doc["devices"]:
+        assert set(dev) == DEVICE_KEYS
+        assert set(dev["breakdown_us"]) == BREAKDOWN_KEYS
+        assert set(dev["idle_causes_us"]) == CAUSE_KEYS
+        assert set(dev["comm"]) == COMM_KEYS
+        assert set(dev["step_time_us"]) == STEP_TIME_KEYS
+        assert dev["steps"]
+        for step in dev["steps"]:
+            assert set(step) == STEP_KEYS
+            assert set(step["breakdown_us"]) == BREAKDOWN_KEYS
+            assert set(step["idle_causes_us"]) == CAUSE_KEYS
+        assert len(dev["kernels"]) == 10  # --top defaults to 10
+        for kernel in dev["kernels"]:
+            assert set(kernel) == KERNEL_KEYS
+        assert isinstance(dev["dropped_steps"], list)
+        assert isinstance(dev["warnings"], list)
+        assert dev["window_source"] == "cpu_steps"
+
+
+def test_json_top_option(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kernels = _report(capsys, resnet_trace, "--top", "3")["devices"][0]["kernels"]
+    assert len(kernels) == 3
+    everything = _report(capsys, resnet_trace, "--top", "0")["devices"][0]["kernels"]
+    assert len(everything) > 10
+    assert everything[:3] == kernels
+    totals = [k["total_us"] for k in everything]
+    assert totals == sorted(totals, reverse=True)
+
+
+def test_json_out_file(
+    resnet_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report.json"
+    assert main(["analyze", str(resnet_trace), "--format", "json", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    doc = json.loads(out.read_text())
+    assert set(doc) == TOP_KEYS
+    assert doc["schema"] == "badput.analysis/1"
+
+
+def test_json_schema_without_gpu_activity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cpu_only.json"
+    path.write_text(
+        '{"traceEvents": [\n{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, '
+        '"tid": 1, "ts": 10, "dur": 5}\n]}\n'
+    )
+    doc = _report(capsys, path)
+    assert set(doc) == TOP_KEYS
+    (dev,) = doc["devices"]
+    assert set(dev) == DEVICE_KEYS
+    assert dev["device"] == -1
+    assert dev["goodput"] is None
+    assert dev["step_time_us"] is None
+    assert dev["steps"] == [] and dev["kernels"] == []

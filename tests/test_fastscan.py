@@ -1,0 +1,200 @@
+"""The C scanner (`trace/_scan.c`) and the msgspec decoder must read every trace the same."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from badput.trace import _fastscan
+from badput.trace.kineto import read_kineto
+from badput.trace.model import Trace
+
+COLUMNS = ("kind", "phase", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation",
+           "external_id")  # fmt: skip
+
+needs_c = pytest.mark.skipif(not _fastscan.AVAILABLE, reason="C scanner not built")
+
+
+def test_c_scanner_is_built_in_ci() -> None:
+    if os.environ.get("CI"):
+        assert _fastscan.AVAILABLE, "CI must build the C scanner (gcc and Python headers)"
+
+
+def _read(path: Path, use_c: bool, monkeypatch: pytest.MonkeyPatch) -> Trace:
+    with monkeypatch.context() as m:
+        if use_c:
+            m.delenv("BADPUT_NO_C_SCAN", raising=False)
+        else:
+            m.setenv("BADPUT_NO_C_SCAN", "1")
+        return read_kineto(str(path))
+
+
+def _resolved(trace: Trace) -> dict[str, object]:
+    out: dict[str, object] = {c: getattr(trace, c) for c in COLUMNS}
+    out["names"] = [trace.names[i] for i in trace.name_id.tolist()]
+    out["labels"] = sorted(trace.labels)
+    return out
+
+
+def assert_same(a: Trace, b: Trace) -> None:
+    ra, rb = _resolved(a), _resolved(b)
+    for key in COLUMNS:
+        assert np.array_equal(ra[key], rb[key]), key  # type: ignore[arg-type]
+    assert ra["names"] == rb["names"]
+    assert ra["labels"] == rb["labels"]
+    assert (a.rank, a.world_size, a.gpu_names, a.warnings) == (
+        b.rank,
+        b.world_size,
+        b.gpu_names,
+        b.warnings,
+    )
+
+
+def _real_traces(shared: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in shared.glob("*/*.json*")
+        if p.name.endswith((".json", ".json.gz")) and "expected" not in p.name
+    )
+
+
+@needs_c
+def test_real_traces_read_the_same(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = _real_traces(shared_traces)
+    assert len(paths) >= 15
+    for path in paths:
+        assert_same(_read(path, True, monkeypatch), _read(path, False, monkeypatch))
+
+
+def _event_text(e: dict[str, object], style: int) -> str:
+    if style == 0:
+        return json.dumps(e)
+    if style == 1:
+        return json.dumps(e, indent=2)
+    return json.dumps(e, separators=(",", ":"))
+
+
+_names = st.sampled_from(["aten::mm", "ProfilerStep#3", "cudaLaunchKernel", 'we"ird\\name', "é∂",
+                          "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", ""])  # fmt: skip
+_ids = st.one_of(st.integers(-5, 2**40), st.sampled_from(["stream 7", "Traces", "123", " 9 "]))
+_times = st.one_of(
+    st.integers(0, 2**52).map(str),
+    st.tuples(st.integers(0, 10**15), st.integers(0, 10**6)).map(lambda t: f"{t[0]}.{t[1]}"),
+    st.sampled_from(["1712195495519689.047", "0.04", "1e3", "-0.5", "3.0"]),
+)
+_args = st.fixed_dictionaries(
+    {},
+    optional={
+        "device": st.integers(0, 7),
+        "stream": st.integers(-1, 40),
+        "correlation": st.integers(0, 2**31),
+        "External id": st.integers(0, 2**31),
+        "external id": st.integers(0, 2**31),
+        "Input Dims": st.just([[1, 2], []]),
+        "grid": st.just([1, 2, 3]),
+        "bytes": st.floats(0, 1e9, allow_nan=False),
+    },
+)
+
+
+@st.composite
+def _events(draw: st.DrawFn) -> dict[str, object]:
+    e: dict[str, object] = {"ph": draw(st.sampled_from(["X", "X", "X", "s", "f", "i", "M"]))}
+    e["cat"] = draw(st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "Kernel", "ac2g", "x"]))
+    e["name"] = draw(_names)
+    e["pid"] = draw(_ids)
+    e["tid"] = draw(_ids)
+    e["ts"] = draw(_times)
+    if draw(st.booleans()):
+        e["dur"] = draw(_times)
+    if e["ph"] in ("s", "f"):
+        e["id"] = draw(_ids)
+    if draw(st.booleans()):
+        e["args"] = draw(_args)
+    return e
+
+
+@needs_c
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    events=st.lists(_events(), min_size=1, max_size=30),
+    style=st.integers(0, 2),
+    gz=st.booleans(),
+)
+def test_random_events_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: list[dict[str, object]], style: int,
+    gz: bool,
+) -> None:  # fmt: skip
+    body = ",\n".join(_event_text(e, style) for e in events)
+    # Number texts go in verbatim, so that "1e3" and "-0.5" reach the readers as written.
+    for e in events:
+        for key in ("ts", "dur"):
+            if key in e:
+                body = body.replace(json.dumps(e[key]), str(e[key]), 1)
+    text = '{"schemaVersion": 1, "traceEvents": [\n' + body + "\n]}"
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    data = text.encode()
+    path.write_bytes(gzip.compress(data) if gz else data)
+    try:
+        c = _read(path, True, monkeypatch)
+    except Exception as e:  # the same error from both paths
+        with pytest.raises(type(e)) as info:
+            _read(path, False, monkeypatch)
+        assert str(info.value) == str(e)
+        return
+    assert_same(c, _read(path, False, monkeypatch))
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[{"ph": "X", "ts": 1e3, "dur": 1}]',  # exponent
+        b'[{"ph": "X", "cat": null, "ts": 1, "dur": 1}]',  # null string
+        b'[{"ph": "X", "ts": 1, "dur": 1, "args": {"device": 0.0}}]',  # float for an int
+        b'[{"ph": "X", "ts": 1, "dur": 1, "args": {"device": "0"}}]',  # string for an int
+        b'[{"ts": 1, "dur": 1}]',  # no phase
+        b'[{"ph": "X", "ts": 1, "dur": 1}',  # truncated
+        b'[{"ph": "X", "ts": 1, "dur": 1}] x',  # trailing junk
+        b"[1, 2]",  # not objects
+        b'[{"p\\u0068": "X", "ts": 1}]',  # escaped key
+        b'[{"ph": "X", "ts": 12345678901234567, "dur": 1}]',  # beyond int64 ns
+        b'[{"ph": "X", "ts": 1, "dur": 1, "args": {"a": ' + b"[" * 80 + b"]" * 80 + b"}}]",
+    ],
+)
+def test_scanner_refuses_what_it_does_not_know(text: bytes) -> None:
+    assert _fastscan.scan(text) is None
+
+
+@needs_c
+def test_scanner_values() -> None:
+    text = (
+        b'[{"ph": "X", "cat": "kernel", "name": "k\\u00e9", "pid": 0, "tid": "stream 7",'
+        b' "ts": 1712195495519689.047, "dur": 1.5, "args": {"device": 1, "stream": 7,'
+        b' "correlation": 42, "external id": 9, "grid": [1, {"a": "}"}]}},'
+        b' {"ph": "i", "name": "[memory]", "ts": 5},'
+        b' {"ph": "f", "id": 42, "pid": 0, "tid": 7, "ts": 3, "cat": "ac2g", "name": "ac2g"}]'
+    )
+    scanned = _fastscan.scan(text)
+    assert scanned is not None
+    assert scanned.seen == 3
+    assert scanned.column("phase", np.int8).tolist() == [0, 2]
+    assert scanned.column("ts", np.int64).tolist() == [1712195495519689047, 3000]
+    assert scanned.column("dur", np.int64).tolist() == [1500, 0]
+    assert scanned.column("has_dur", np.int8).tolist() == [1, 0]
+    assert scanned.column("device", np.int64).tolist() == [1, -1]
+    assert scanned.column("correlation", np.int64).tolist() == [42, -1]
+    assert scanned.column("ext_lower", np.int64).tolist() == [9, -1]
+    assert scanned.column("id", np.int64).tolist() == [-1, 42]
+    names = [scanned.strings[i] for i in scanned.column("name", np.int32).tolist()]
+    assert names == ["ké", "ac2g"]
+    assert scanned.labels == ["stream 7"]
