@@ -52,6 +52,10 @@ TORCH_PIN = "torch==2.13.0"
 DEFAULT_RESULTS = HERE / "results/analyze.md"
 QUICK_RESULTS = HERE / "work/analyze-skip-hta.md"
 
+# badput reads with its C scanner when it is built; this run shows the msgspec-only path that
+# an install without a C compiler gets.
+TOOL_ENV = {"badput-msgspec": {"BADPUT_NO_C_SCAN": "1"}}
+
 TARGET_SPEEDUP = 25.0
 TARGET_RSS_FRACTION = 0.25
 TARGET_MBPS = 100.0
@@ -101,7 +105,7 @@ def measure(tool: str, command: list[str], cpu: int) -> Run:
         run.returncode = 127
         run.stderr_tail = f"{command[0]} does not exist"
         return run
-    env = {**os.environ, **ONE_THREAD_ENV}
+    env = {**os.environ, **ONE_THREAD_ENV, **TOOL_ENV.get(tool, {})}
 
     def pin() -> None:  # runs in the child between fork and exec
         os.sched_setaffinity(0, {cpu})
@@ -279,6 +283,7 @@ def report(
     ]
     labels = {
         "badput": "badput `analyze --format json`",
+        "badput-msgspec": "badput, msgspec path (no C scanner)",
         "floor": "floor: msgspec typed decode",
         "hta": f"HTA {HTA_VERSION}: load + temporal breakdown",
     }
@@ -326,11 +331,19 @@ def report(
         )
         floor_ratio = _fmt_ratio(badput.wall_s / floor.wall_s) if floor.ok else "n/a"
         rows.append(f"| badput time / floor time | {floor_ratio} | no target |")
+    slow = runs.get("badput-msgspec")
+    if slow is not None and slow.ok:
+        slow_mbps = mb / slow.wall_s
+        all_pass &= slow_mbps >= TARGET_MBPS
+        rows.append(
+            f"| badput without the C scanner: MB/s >= {TARGET_MBPS:.0f} (one core) "
+            f"| {slow_mbps:,.1f} | {verdict(slow_mbps >= TARGET_MBPS)} |"
+        )
     lines += ["", "| target | value | result |", "|---|---:|---|", *rows]
 
     details = []
-    for run in (badput, floor):
-        if run.ok and run.walls:
+    for run in runs.values():
+        if run.ok and run.walls and len(run.walls) > 1:
             walls = ", ".join(f"{w:.2f}" for w in run.walls)
             details.append(f"- {run.tool}: wall of each run (s): {walls}")
     if floor.ok:
@@ -396,6 +409,15 @@ def main(argv: list[str] | None = None) -> int:
     warm_s = warm_page_cache(trace)
     commands = {
         "badput": [str(BADPUT), "analyze", str(trace), "--format", "json", "--out", os.devnull],
+        "badput-msgspec": [
+            str(BADPUT),
+            "analyze",
+            str(trace),
+            "--format",
+            "json",
+            "--out",
+            os.devnull,
+        ],
         "floor": [str(VENV_PY), str(HERE / "floor_decode.py"), str(trace)],
         "hta": [str(BENCH_PY), str(HERE / "hta_breakdown.py"), str(trace)],
     }

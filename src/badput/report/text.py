@@ -14,6 +14,9 @@ from badput.trace.model import Trace
 __all__ = ["render_text"]
 
 _BAR_WIDTH = 50
+# A step table longer than this shows only the slowest steps (JSON has them all).
+_MAX_STEP_ROWS = 12
+_SLOWEST_STEPS = 10
 _COLORS = {"compute": "green", "communication": "magenta", "memory": "blue", "idle": "red"}
 _WINDOW_SOURCE = {
     WindowSource.GPU_STEPS: "GPU-side ProfilerStep annotations",
@@ -153,7 +156,18 @@ def _device(d: DeviceAnalysis, top: int) -> Group:
         st = Table(box=None, pad_edge=False, header_style="bold")
         for col in ("step", "ms", "compute", "comm", "memory", "idle", "main idle cause"):
             st.add_column(col, justify="left" if col in ("step", "main idle cause") else "right")
-        for s in d.steps:
+        shown = d.steps
+        if len(d.steps) > _MAX_STEP_ROWS:
+            slowest = sorted(range(len(d.steps)), key=lambda i: -d.steps[i].dur_ns)
+            shown = [d.steps[i] for i in sorted(slowest[:_SLOWEST_STEPS])]
+            parts.append(
+                Text(
+                    f"the {_SLOWEST_STEPS} slowest of {len(d.steps)} steps, in time order "
+                    "(--format json lists all)",
+                    style="dim",
+                )
+            )
+        for s in shown:
             sb, sc = s.breakdown, s.idle_causes
             _, _, label = max(_CAUSES, key=lambda kv: getattr(sc, f"{kv[0]}_ns"))
             cause = label if sb.idle_ns else "–"
