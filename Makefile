@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_TRACE := src/badput/_data/resnet50_v100_workers0.pt.trace.json.gz
 
-.PHONY: install demo test lint format bench gpu-check clean
+.PHONY: install demo test lint format golden bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,10 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# Rewrite the golden text reports after a deliberate change; review the diff before committing.
+golden: $(STAMP)
+	BADPUT_REGEN_GOLDEN=1 $(BIN)/pytest -q tests/test_golden.py
 
 # Benchmarks: badput against its anchors, side by side; results land in benchmarks/results/.
 bench: $(STAMP)
