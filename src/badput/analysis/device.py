@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -93,9 +94,8 @@ class _Host:
     step_ends: I64
 
 
-def _name_flags(trace: Trace, predicate: object) -> B:
+def _name_flags(trace: Trace, predicate: Callable[[str], bool]) -> B:
     """Evaluate a name predicate once per distinct name; index the result by `name_id`."""
-    assert callable(predicate)
     return np.fromiter((bool(predicate(n)) for n in trace.names), dtype=np.bool_,
                        count=len(trace.names))  # fmt: skip
 

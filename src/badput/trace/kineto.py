@@ -162,26 +162,13 @@ class _IdMap(dict[object, int]):
         return value
 
     def _convert(self, key: object) -> int:
-        if isinstance(key, bool) or key is None:
-            return NO_ID
-        if isinstance(key, int):
-            return key if -(2**63) <= key < 2**63 else NO_ID
-        if isinstance(key, float):
-            return int(key) if key.is_integer() and abs(key) < 2**63 else NO_ID
-        text = str(key)
-        stripped = text.strip()
-        if stripped.lstrip("-").isdigit():
-            number = int(stripped)
-            if -(2**63) <= number < 2**63:
-                return number
-        match = _STREAM_LABEL.match(text)
+        if not isinstance(key, str) or key.strip().lstrip("-").isdigit():
+            return _as_int(key)
+        match = _STREAM_LABEL.match(key)
         if match:
             return int(match.group(1))
-        try:
-            return -(self.labels.index(text) + 2)
-        except ValueError:
-            self.labels.append(text)
-            return -(len(self.labels) + 1)
+        self.labels.append(key)  # each key is converted once: the dict caches it
+        return -(len(self.labels) + 1)
 
 
 class _KindMap(dict[str, int]):
@@ -399,13 +386,7 @@ def _as_id(raw: msgspec.Raw) -> int | str:
     if not raw:
         return NO_ID
     value = _decode_any(raw)
-    if isinstance(value, bool) or value is None:
-        return NO_ID
-    if isinstance(value, int):
-        return value if -(2**63) <= value < 2**63 else NO_ID
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and abs(value) < 2**63 else NO_ID
-    return str(value)
+    return value if isinstance(value, str) else _as_int(value)
 
 
 def _as_number_text(raw: msgspec.Raw) -> msgspec.Raw:
@@ -421,6 +402,7 @@ def _as_number_text(raw: msgspec.Raw) -> msgspec.Raw:
 
 
 def _as_int(value: object) -> int:
+    """An integer field of any JSON type as int64; NO_ID where it holds no integer."""
     if isinstance(value, bool) or value is None:
         return NO_ID
     if isinstance(value, int):
