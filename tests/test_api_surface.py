@@ -107,7 +107,9 @@ def test_enum_values() -> None:
 
 def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     command = typer.main.get_command(app)
-    assert sorted(command.commands) == ["analyze", "version"]  # type: ignore[attr-defined]
+    assert sorted(command.commands) == ["analyze", "estimate", "version"]  # type: ignore[attr-defined]
+    estimate = command.commands["estimate"]  # type: ignore[attr-defined]
+    assert sorted(estimate.commands) == ["cost", "gpus", "infer", "memory", "train"]
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"\banalyze\b", out)

@@ -130,6 +130,15 @@ def _load_with_progress(path: str, console: Console) -> Trace:
         return load(path, progress=lambda n: progress.update(task, completed=n))
 
 
+def _register_subcommands() -> None:
+    from badput.cli.estimate import estimate_app
+
+    app.add_typer(estimate_app, name="estimate")
+
+
+_register_subcommands()
+
+
 @app.command()
 def version() -> None:
     """Print badput's version."""

@@ -1,0 +1,1 @@
+"""Hardware table, FLOPs, time, memory, cost and energy models."""
