@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -510,3 +511,39 @@ def test_loader_rejects_a_name_shared_by_two_gpus() -> None:
     twin = twin.replace('name = "Example X2"', 'name = "Example X1"')
     with pytest.raises(RuntimeError, match="names both"):
         hardware._parse(GOOD + twin)
+
+
+def _gpu_names_in_shared_traces(shared: Path) -> set[str]:
+    """Every GPU name the real traces carry: Kineto deviceProperties/computeProperties, Nsight
+    Systems TARGET_INFO_GPU, and the nccl-tests device lines."""
+    import gzip
+    import json
+    import re
+    import sqlite3
+
+    names: set[str] = set()
+    for path in shared.glob("*/*.json*"):
+        if not path.name.endswith((".json", ".json.gz")):
+            continue
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as f:
+            doc = json.load(f)
+        for key in ("deviceProperties", "computeProperties"):
+            for entry in doc.get(key) or []:
+                if isinstance(entry, dict) and entry.get("name"):
+                    names.add(entry["name"])
+    for path in shared.glob("nsys/*/*.sqlite"):
+        with sqlite3.connect(path) as db:
+            names.update(row[0] for row in db.execute("SELECT name FROM TARGET_INFO_GPU"))
+    for line in (shared / "nccl-tests/nccl_allreduce.log").read_text().splitlines():
+        m = re.search(r"device\s+\d+ \[0x[0-9a-f]+\] (.+)$", line)
+        if m:
+            names.add(m.group(1).strip())
+    return names
+
+
+def test_every_gpu_in_the_shared_traces_resolves(shared_traces: Path) -> None:
+    names = _gpu_names_in_shared_traces(shared_traces)
+    assert {"Tesla T4", "NVIDIA A100-SXM4-80GB", "A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"} <= names
+    for name in sorted(names):
+        assert lookup_gpu(name) is not None, name

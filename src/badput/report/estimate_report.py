@@ -190,7 +190,10 @@ def _gpu_table(gpus: list[GpuSpec]) -> Table:
                 return f"{g.peak('fp16'):,.0f}*"  # no bf16 path: its fp16 peak, marked
             return "–" if v is None else f"{v:,.0f}"
 
-        link = f"{g.interconnect_gbs:,.0f}" if g.interconnect_gbs else "PCIe"
+        if g.interconnect_gbs:
+            link = f"{g.interconnect_gbs:,.0f}"
+        else:
+            link = "PCIe" if g.interconnect == "PCIe only" else "?"  # unverified
         t.add_row(
             g.key,
             peak("bf16"),
