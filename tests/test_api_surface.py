@@ -99,6 +99,7 @@ def test_enum_values() -> None:
         "SYNC": 9,
         "FLOW": 10,
         "OTHER": 11,
+        "MEMORY": 12,
     }
 
 

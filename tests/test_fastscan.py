@@ -17,7 +17,7 @@ from badput.trace.kineto import read_kineto
 from badput.trace.model import Trace
 
 COLUMNS = ("kind", "phase", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation",
-           "external_id")  # fmt: skip
+           "external_id", "bytes", "total_allocated", "total_reserved")  # fmt: skip
 
 needs_c = pytest.mark.skipif(not _fastscan.AVAILABLE, reason="C scanner not built")
 
@@ -81,8 +81,9 @@ def _event_text(e: dict[str, object], style: int) -> str:
     return json.dumps(e, separators=(",", ":"))
 
 
-_names = st.sampled_from(["aten::mm", "ProfilerStep#3", "cudaLaunchKernel", 'we"ird\\name', "é∂",
-                          "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", ""])  # fmt: skip
+_names = st.sampled_from(["aten::mm", "ProfilerStep#3", "[memory]", "cudaLaunchKernel",
+                          'we"ird\\name', "é∂", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
+                          ""])  # fmt: skip
 _ids = st.one_of(st.integers(-5, 2**40), st.sampled_from(["stream 7", "Traces", "123", " 9 "]))
 _times = st.one_of(
     st.integers(0, 2**52).map(str),
@@ -99,7 +100,13 @@ _args = st.fixed_dictionaries(
         "external id": st.integers(0, 2**31),
         "Input Dims": st.just([[1, 2], []]),
         "grid": st.just([1, 2, 3]),
-        "bytes": st.floats(0, 1e9, allow_nan=False),
+        "bytes": st.integers(0, 2**40),
+        "Bytes": st.integers(-(2**40), 2**40),
+        "Total Allocated": st.integers(0, 2**40),
+        "Total Reserved": st.integers(0, 2**40),
+        "Device Id": st.integers(-1, 7),
+        "Device Type": st.integers(0, 1),
+        "memory bandwidth (GB/s)": st.floats(0, 1e3, allow_nan=False),
     },
 )
 
@@ -181,20 +188,25 @@ def test_scanner_values() -> None:
         b'[{"ph": "X", "cat": "kernel", "name": "k\\u00e9", "pid": 0, "tid": "stream 7",'
         b' "ts": 1712195495519689.047, "dur": 1.5, "args": {"device": 1, "stream": 7,'
         b' "correlation": 42, "external id": 9, "grid": [1, {"a": "}"}]}},'
-        b' {"ph": "i", "name": "[memory]", "ts": 5},'
+        b' {"ph": "i", "name": "[memory]", "ts": 5, "args": {"Bytes": -512,'
+        b' "Total Allocated": 1024, "Total Reserved": 2048, "Device Id": 0, "Device Type": 1}},'
+        b' {"ph": "i", "name": "other instant", "ts": 6},'
         b' {"ph": "f", "id": 42, "pid": 0, "tid": 7, "ts": 3, "cat": "ac2g", "name": "ac2g"}]'
     )
     scanned = _fastscan.scan(text)
     assert scanned is not None
-    assert scanned.seen == 3
-    assert scanned.column("phase", np.int8).tolist() == [0, 2]
-    assert scanned.column("ts", np.int64).tolist() == [1712195495519689047, 3000]
-    assert scanned.column("dur", np.int64).tolist() == [1500, 0]
-    assert scanned.column("has_dur", np.int8).tolist() == [1, 0]
-    assert scanned.column("device", np.int64).tolist() == [1, -1]
-    assert scanned.column("correlation", np.int64).tolist() == [42, -1]
-    assert scanned.column("ext_lower", np.int64).tolist() == [9, -1]
-    assert scanned.column("id", np.int64).tolist() == [-1, 42]
+    assert scanned.seen == 4
+    assert scanned.column("phase", np.int8).tolist() == [0, 4, 2]
+    assert scanned.column("ts", np.int64).tolist() == [1712195495519689047, 5000, 3000]
+    assert scanned.column("dur", np.int64).tolist() == [1500, 0, 0]
+    assert scanned.column("has_dur", np.int8).tolist() == [1, 0, 0]
+    assert scanned.column("device", np.int64).tolist() == [1, -1, -1]
+    assert scanned.column("correlation", np.int64).tolist() == [42, -1, -1]
+    assert scanned.column("ext_lower", np.int64).tolist() == [9, -1, -1]
+    assert scanned.column("id", np.int64).tolist() == [-1, -1, 42]
+    assert scanned.column("alloc_bytes", np.int64).tolist() == [-1, -512, -1]
+    assert scanned.column("total_reserved", np.int64).tolist() == [-1, 2048, -1]
+    assert scanned.column("device_type", np.int64).tolist() == [-1, 1, -1]
     names = [scanned.strings[i] for i in scanned.column("name", np.int32).tolist()]
-    assert names == ["ké", "ac2g"]
+    assert names == ["ké", "[memory]", "ac2g"]
     assert scanned.labels == ["stream 7"]

@@ -157,7 +157,9 @@ def resnet_whole(resnet_json: tuple[Path, dict[str, Any]]) -> Trace:
 
 def test_resnet_reference_read(resnet_whole: Trace) -> None:
     # pin what the reference read sees, so that equality below means something
-    assert len(resnet_whole) == 62_858
+    # 62,858 complete and flow events, plus 12,838 "[memory]" allocator events
+    assert len(resnet_whole) == 62_858 + 12_838
+    assert int(np.count_nonzero(resnet_whole.kind == EventKind.MEMORY)) == 12_838
     assert resnet_whole.devices() == [0]
     assert resnet_whole.gpu_names[0] == "Tesla V100-DGXS-32GB"
     assert len(resnet_whole.gpu_names) == 4

@@ -26,6 +26,7 @@ AVAILABLE = _scan is not None
 _COLUMNS = (
     "phase", "cat", "name", "pid", "pid_label", "tid", "tid_label", "ts", "has_ts", "dur",
     "has_dur", "id", "id_label", "device", "stream", "correlation", "ext", "ext_lower",
+    "bytes", "alloc_bytes", "total_allocated", "total_reserved", "device_id", "device_type",
 )  # fmt: skip
 
 

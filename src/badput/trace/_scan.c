@@ -9,7 +9,8 @@
  * the error messages. So this file may refuse anything, but must never return a wrong value.
  *
  * Returned columns are bytes objects of packed native integers, one entry per kept event
- * (phases X, s, f, t); other phases are only counted.
+ * (phases X, s, f, t, and the allocator's "[memory]" instant events); other events are only
+ * counted.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -292,7 +293,8 @@ static int scan_id(cursor *c, interner *labels, int64_t *value, int32_t *label) 
 #define KEY_IS(k, n, lit) ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k), (lit), (n)) == 0)
 
 typedef struct {
-    int64_t device, stream, correlation, ext, ext_lower;
+    int64_t device, stream, correlation, ext, ext_lower, bytes, alloc_bytes, total_allocated,
+        total_reserved, device_id, device_type;
 } args_t;
 
 static int scan_args(cursor *c, args_t *a) {
@@ -319,6 +321,12 @@ static int scan_args(cursor *c, args_t *a) {
         else if (KEY_IS(k, kn, "correlation")) target = &a->correlation;
         else if (KEY_IS(k, kn, "External id")) target = &a->ext;
         else if (KEY_IS(k, kn, "external id")) target = &a->ext_lower;
+        else if (KEY_IS(k, kn, "bytes")) target = &a->bytes;
+        else if (KEY_IS(k, kn, "Bytes")) target = &a->alloc_bytes;
+        else if (KEY_IS(k, kn, "Total Allocated")) target = &a->total_allocated;
+        else if (KEY_IS(k, kn, "Total Reserved")) target = &a->total_reserved;
+        else if (KEY_IS(k, kn, "Device Id")) target = &a->device_id;
+        else if (KEY_IS(k, kn, "Device Type")) target = &a->device_type;
         if (target) {
             if (scan_int(c, target) < 0) return -1;
         } else if (skip_value(c, 2) < 0) {
@@ -340,7 +348,8 @@ static int scan_args(cursor *c, args_t *a) {
 
 enum { COL_PHASE, COL_CAT, COL_NAME, COL_PID, COL_PID_LABEL, COL_TID, COL_TID_LABEL, COL_TS,
        COL_HAS_TS, COL_DUR, COL_HAS_DUR, COL_ID, COL_ID_LABEL, COL_DEVICE, COL_STREAM,
-       COL_CORRELATION, COL_EXT, COL_EXT_LOWER, N_COLS };
+       COL_CORRELATION, COL_EXT, COL_EXT_LOWER, COL_BYTES, COL_ALLOC_BYTES,
+       COL_TOTAL_ALLOCATED, COL_TOTAL_RESERVED, COL_DEVICE_ID, COL_DEVICE_TYPE, N_COLS };
 
 typedef struct {
     column cols[N_COLS];
@@ -356,6 +365,8 @@ static int phase_code(const char *s, Py_ssize_t n) {
         case 's': return 1;
         case 'f': return 2;
         case 't': return 3;
+        case 'i':
+        case 'I': return 4; /* instant: kept only for allocator events */
         default: return -1;
     }
 }
@@ -368,7 +379,9 @@ static int scan_event(cursor *c, scan_state *st) {
     int32_t cat = NO_ID, name = NO_ID, pid_label = NO_ID, tid_label = NO_ID, id_label = NO_ID;
     int64_t pid = NO_ID, tid = NO_ID, ts = 0, dur = 0, id = NO_ID;
     int8_t has_ts = 0, has_dur = 0;
-    args_t a = {NO_ID, NO_ID, NO_ID, NO_ID, NO_ID};
+    args_t a = {NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID};
+    const char *name_ptr = NULL;
+    Py_ssize_t name_len = 0;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') {
         c->p++;
@@ -396,8 +409,13 @@ static int scan_event(cursor *c, scan_state *st) {
                 if (rc == 0) {
                     int32_t v = intern(&st->strings, s, n);
                     if (v < 0) return -1;
-                    if (k[0] == 'c') cat = v;
-                    else name = v;
+                    if (k[0] == 'c') {
+                        cat = v;
+                    } else {
+                        name = v;
+                        name_ptr = s;
+                        name_len = n;
+                    }
                 }
             } else if (KEY_IS(k, kn, "pid")) {
                 rc = scan_id(c, &st->labels, &pid, &pid_label);
@@ -433,6 +451,7 @@ static int scan_event(cursor *c, scan_state *st) {
     st->seen++;
     if (phase == -2) return -1; /* no ph: the slow path keeps the same accounting */
     if (phase < 0) return 0;
+    if (phase == 4 && !(name_len == 8 && memcmp(name_ptr, "[memory]", 8) == 0)) return 0;
     int8_t ph8 = (int8_t)phase;
     if (col_push(&st->cols[COL_PHASE], &ph8, 1) < 0 ||
         col_push(&st->cols[COL_CAT], &cat, 4) < 0 ||
@@ -451,7 +470,13 @@ static int scan_event(cursor *c, scan_state *st) {
         col_push(&st->cols[COL_STREAM], &a.stream, 8) < 0 ||
         col_push(&st->cols[COL_CORRELATION], &a.correlation, 8) < 0 ||
         col_push(&st->cols[COL_EXT], &a.ext, 8) < 0 ||
-        col_push(&st->cols[COL_EXT_LOWER], &a.ext_lower, 8) < 0)
+        col_push(&st->cols[COL_EXT_LOWER], &a.ext_lower, 8) < 0 ||
+        col_push(&st->cols[COL_BYTES], &a.bytes, 8) < 0 ||
+        col_push(&st->cols[COL_ALLOC_BYTES], &a.alloc_bytes, 8) < 0 ||
+        col_push(&st->cols[COL_TOTAL_ALLOCATED], &a.total_allocated, 8) < 0 ||
+        col_push(&st->cols[COL_TOTAL_RESERVED], &a.total_reserved, 8) < 0 ||
+        col_push(&st->cols[COL_DEVICE_ID], &a.device_id, 8) < 0 ||
+        col_push(&st->cols[COL_DEVICE_TYPE], &a.device_type, 8) < 0)
         return -1;
     return 1;
 }

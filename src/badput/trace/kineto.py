@@ -78,6 +78,8 @@ _PHASE_BY_PH: dict[str, int] = {
     "s": int(FlowPhase.FLOW_START),
     "f": int(FlowPhase.FLOW_END),
     "t": int(FlowPhase.FLOW_STEP),
+    "i": int(FlowPhase.INSTANT),
+    "I": int(FlowPhase.INSTANT),
 }
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -90,6 +92,12 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     correlation: int = NO_ID
     external_id: int = msgspec.field(default=NO_ID, name="External id")
     external_id_lower: int = msgspec.field(default=NO_ID, name="external id")
+    bytes: int = NO_ID
+    alloc_bytes: int = msgspec.field(default=NO_ID, name="Bytes")
+    total_allocated: int = msgspec.field(default=NO_ID, name="Total Allocated")
+    total_reserved: int = msgspec.field(default=NO_ID, name="Total Reserved")
+    device_id: int = msgspec.field(default=NO_ID, name="Device Id")
+    device_type: int = msgspec.field(default=NO_ID, name="Device Type")
 
 
 _NO_ARGS = _Args()
@@ -185,6 +193,29 @@ class _PhaseMap(dict[str, int]):
         return value
 
 
+#: Columns of the Trace model, with their dtypes, in the order `_Columns` fills them.
+_COLUMN_TYPES: dict[str, type[np.generic]] = {
+    "kind": np.int8,
+    "phase": np.int8,
+    "ts_ns": np.int64,
+    "dur_ns": np.int64,
+    "name_id": np.int32,
+    "pid": np.int64,
+    "tid": np.int64,
+    "device": np.int64,
+    "stream": np.int64,
+    "correlation": np.int64,
+    "external_id": np.int64,
+    "bytes": np.int64,
+    "total_allocated": np.int64,
+    "total_reserved": np.int64,
+}
+
+# Kineto names its caching-allocator instant events so; other instant events are dropped.
+MEMORY_EVENT_NAME = "[memory]"
+_CUDA_DEVICE_TYPE = 1  # args["Device Type"] of a memory event on a GPU (0 is the CPU)
+
+
 class _Columns:
     """Accumulates typed columns piece by piece."""
 
@@ -195,22 +226,7 @@ class _Columns:
         self.ids = _IdMap(self.labels)
         self.kinds = _KindMap()
         self.phases = _PhaseMap()
-        self.parts: dict[str, list[npt.NDArray[Any]]] = {
-            k: []
-            for k in (
-                "kind",
-                "phase",
-                "ts_ns",
-                "dur_ns",
-                "name_id",
-                "pid",
-                "tid",
-                "device",
-                "stream",
-                "correlation",
-                "external_id",
-            )
-        }
+        self.parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _COLUMN_TYPES}
         self.seen = 0  # events of any phase
         self.negative: list[tuple[str, int]] = []
         self.bad_time = 0
@@ -222,35 +238,41 @@ class _Columns:
         phases = self.phases
         phase = np.array([phases[e.ph] for e in events], dtype=np.int8)
         keep = phase != _DROP
+        instant = np.flatnonzero(phase == FlowPhase.INSTANT)
+        if instant.size:
+            keep[instant] = [events[i].name == MEMORY_EVENT_NAME for i in instant.tolist()]
         if not keep.all():
             events = [e for e, k in zip(events, keep.tolist(), strict=True) if k]
             phase = phase[keep]
         if not events:
             return
-        kinds = self.kinds
-        kind = np.array([kinds[e.cat] for e in events], dtype=np.int8)
-        kind[phase != FlowPhase.COMPLETE] = EventKind.FLOW
-        names = self.names
-        name_id = np.array([names[e.name] for e in events], dtype=np.int32)
-        ids = self.ids
-        pid = np.array([ids[e.pid] for e in events], dtype=np.int64)
-        tid = np.array([ids[e.tid] for e in events], dtype=np.int64)
+        kinds, names, ids = self.kinds, self.names, self.ids
         ts_ns, bad_ts = us_text_to_ns([e.ts for e in events], default=_MISSING)
         dur_ns, bad_dur = us_text_to_ns([e.dur for e in events], default=0)
         args = [e.args for e in events]
-        device = np.array([a.device for a in args], dtype=np.int64)
-        stream = np.array([a.stream for a in args], dtype=np.int64)
-        correlation = np.array([a.correlation for a in args], dtype=np.int64)
-        ext = np.array([a.external_id for a in args], dtype=np.int64)
-        ext_lower = np.array([a.external_id_lower for a in args], dtype=np.int64)
-        flow = kind == EventKind.FLOW
-        if flow.any():
-            flow_rows = np.flatnonzero(flow)
-            correlation[flow_rows] = [ids[events[i].id] for i in flow_rows.tolist()]
-        self._finish(
-            kind, phase, ts_ns, dur_ns, name_id, pid, tid, device, stream, correlation,
-            np.where(ext != NO_ID, ext, ext_lower), bad_ts | bad_dur | (ts_ns == _MISSING),
-        )  # fmt: skip
+
+        def arg(key: str) -> I64:
+            return np.array([getattr(a, key) for a in args], dtype=np.int64)
+
+        cols: dict[str, npt.NDArray[Any]] = {
+            "kind": np.array([kinds[e.cat] for e in events], dtype=np.int8),
+            "phase": phase,
+            "ts_ns": ts_ns,
+            "dur_ns": dur_ns,
+            "name_id": np.array([names[e.name] for e in events], dtype=np.int32),
+            "pid": np.array([ids[e.pid] for e in events], dtype=np.int64),
+            "tid": np.array([ids[e.tid] for e in events], dtype=np.int64),
+        }
+        for key in ("device", "stream", "correlation", "external_id", "external_id_lower",
+                    "bytes", "alloc_bytes", "total_allocated", "total_reserved", "device_id",
+                    "device_type"):  # fmt: skip
+            cols[key] = arg(key)
+        flow = np.flatnonzero(phase != FlowPhase.COMPLETE)
+        flow = flow[phase[flow] != FlowPhase.INSTANT]
+        if flow.size:
+            cols["correlation"][flow] = [ids[events[i].id] for i in flow.tolist()]
+        cols["bad"] = bad_ts | bad_dur | (ts_ns == _MISSING)
+        self._finish(cols)
 
     def add_scanned(self, scanned: _fastscan.Scanned) -> None:
         """Take the columns of the C scanner (`_scan.c`), mapping its local ids to ours."""
@@ -260,13 +282,11 @@ class _Columns:
             return
         texts = scanned.strings
         cat_kind = np.array([self.kinds[t] for t in texts] + [self.kinds[""]], dtype=np.int8)
-        kind = cat_kind[scanned.column("cat", np.int32)]
-        kind[phase != FlowPhase.COMPLETE] = EventKind.FLOW
         local_name = scanned.column("name", np.int32)
         name_map = np.full(len(texts) + 1, -1, dtype=np.int32)
         for local in np.unique(local_name).tolist():
             name_map[local] = self.names[texts[local] if local >= 0 else ""]
-        flow = kind == EventKind.FLOW
+        flow = (phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)
         # Map only the labels kept rows use, so that both decode paths know the same labels.
         used = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
         if flow.any():
@@ -283,22 +303,23 @@ class _Columns:
         correlation = scanned.column("correlation", np.int64)
         if flow.any():
             correlation = np.where(flow, ident("id"), correlation)
-        ext = scanned.column("ext", np.int64)
-        ext = np.where(ext != NO_ID, ext, scanned.column("ext_lower", np.int64))
-        self._finish(
-            kind,
-            phase,
-            scanned.column("ts", np.int64),
-            scanned.column("dur", np.int64).copy(),
-            name_map[local_name],
-            ident("pid"),
-            ident("tid"),
-            scanned.column("device", np.int64),
-            scanned.column("stream", np.int64),
-            correlation,
-            ext,
-            scanned.column("has_ts", np.int8) == 0,
-        )
+        cols: dict[str, npt.NDArray[Any]] = {
+            "kind": cat_kind[scanned.column("cat", np.int32)],
+            "phase": phase,
+            "ts_ns": scanned.column("ts", np.int64),
+            "dur_ns": scanned.column("dur", np.int64).copy(),
+            "name_id": name_map[local_name],
+            "pid": ident("pid"),
+            "tid": ident("tid"),
+            "correlation": correlation,
+            "external_id": scanned.column("ext", np.int64),
+            "external_id_lower": scanned.column("ext_lower", np.int64),
+            "bad": scanned.column("has_ts", np.int8) == 0,
+        }
+        for key in ("device", "stream", "bytes", "alloc_bytes", "total_allocated",
+                    "total_reserved", "device_id", "device_type"):  # fmt: skip
+            cols[key] = scanned.column(key, np.int64)
+        self._finish(cols)
 
     def add_lenient(self, raw_events: list[_RawEvent]) -> None:
         """Convert events whose fields have unexpected types, one at a time."""
@@ -319,31 +340,19 @@ class _Columns:
             )
         self.add(typed)
 
-    def _finish(
-        self,
-        kind: npt.NDArray[np.int8],
-        phase: npt.NDArray[np.int8],
-        ts_ns: I64,
-        dur_ns: I64,
-        name_id: npt.NDArray[np.int32],
-        pid: I64,
-        tid: I64,
-        device: I64,
-        stream: I64,
-        correlation: I64,
-        external_id: I64,
-        bad: npt.NDArray[np.bool_],
-    ) -> None:
-        complete = phase == FlowPhase.COMPLETE
-        bad &= complete  # a flow arrow without a time is harmless
+    def _finish(self, c: dict[str, npt.NDArray[Any]]) -> None:
+        """Shared last step of both decode paths: derive, validate and store one piece."""
+        phase = c["phase"]
+        bad = c.pop("bad") & (phase == FlowPhase.COMPLETE)  # a flow arrow needs no time
         if bad.any():
             self.bad_time += int(bad.sum())
             keep = ~bad
-            kind, phase, ts_ns, dur_ns, name_id = (
-                kind[keep], phase[keep], ts_ns[keep], dur_ns[keep], name_id[keep]
-            )  # fmt: skip
-            pid, tid, device, stream = pid[keep], tid[keep], device[keep], stream[keep]
-            correlation, external_id = correlation[keep], external_id[keep]
+            c = {k: v[keep] for k, v in c.items()}
+            phase = c["phase"]
+        kind, dur_ns, name_id, ts_ns = c["kind"], c["dur_ns"], c["name_id"], c["ts_ns"]
+        kind[(phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)] = EventKind.FLOW
+        memory = phase == FlowPhase.INSTANT
+        kind[memory] = EventKind.MEMORY
         negative = np.flatnonzero(dur_ns < 0)
         if negative.size:
             first = int(negative[0])
@@ -351,14 +360,16 @@ class _Columns:
             self.negative.extend([("", 0)] * (negative.size - 1))
         dur_ns[phase != FlowPhase.COMPLETE] = 0
         gpu_side = np.isin(kind, _GPU_SIDE)
-        device = np.where(gpu_side, np.where(device != NO_ID, device, pid), NO_ID)
-        stream = np.where(gpu_side, np.where(stream != NO_ID, stream, tid), NO_ID)
-        for key, value in (
-            ("kind", kind), ("phase", phase), ("ts_ns", ts_ns), ("dur_ns", dur_ns),
-            ("name_id", name_id), ("pid", pid), ("tid", tid), ("device", device),
-            ("stream", stream), ("correlation", correlation), ("external_id", external_id),
-        ):  # fmt: skip
-            self.parts[key].append(value)
+        device, stream = c["device"], c["stream"]
+        device = np.where(gpu_side, np.where(device != NO_ID, device, c["pid"]), NO_ID)
+        cuda_memory = memory & (c["device_type"] == _CUDA_DEVICE_TYPE)
+        c["device"] = np.where(cuda_memory, c["device_id"], device)
+        c["stream"] = np.where(gpu_side, np.where(stream != NO_ID, stream, c["tid"]), NO_ID)
+        ext = c["external_id"]
+        c["external_id"] = np.where(ext != NO_ID, ext, c["external_id_lower"])
+        c["bytes"] = np.where(memory, c["alloc_bytes"], c["bytes"])
+        for key in _COLUMN_TYPES:
+            self.parts[key].append(c[key])
 
     def _name(self, name_id: int) -> str:
         for name, nid in self.names.items():
@@ -366,8 +377,10 @@ class _Columns:
                 return name
         return ""
 
-    def column(self, key: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    def column(self, key: str) -> npt.NDArray[Any]:
+        """One whole column, every piece concatenated."""
         parts = self.parts[key]
+        dtype = _COLUMN_TYPES[key]
         if not parts:
             return np.zeros(0, dtype=dtype)
         return np.concatenate(parts).astype(dtype, copy=False)
@@ -426,6 +439,12 @@ def _as_args(raw: msgspec.Raw) -> _Args:
         correlation=_as_int(value.get("correlation")),
         external_id=_as_int(value.get("External id")),
         external_id_lower=_as_int(value.get("external id")),
+        bytes=_as_int(value.get("bytes")),
+        alloc_bytes=_as_int(value.get("Bytes")),
+        total_allocated=_as_int(value.get("Total Allocated")),
+        total_reserved=_as_int(value.get("Total Reserved")),
+        device_id=_as_int(value.get("Device Id")),
+        device_type=_as_int(value.get("Device Type")),
     )
 
 
@@ -691,17 +710,7 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
         names[nid] = name
     return Trace(
         path=path,
-        kind=columns.column("kind", np.int8),
-        phase=columns.column("phase", np.int8),
-        ts_ns=columns.column("ts_ns", np.int64),
-        dur_ns=columns.column("dur_ns", np.int64),
-        name_id=columns.column("name_id", np.int32),
-        pid=columns.column("pid", np.int64),
-        tid=columns.column("tid", np.int64),
-        device=columns.column("device", np.int64),
-        stream=columns.column("stream", np.int64),
-        correlation=columns.column("correlation", np.int64),
-        external_id=columns.column("external_id", np.int64),
+        **{key: columns.column(key) for key in _COLUMN_TYPES},
         names=names,
         labels=columns.labels,
         rank=rank,

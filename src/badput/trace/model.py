@@ -33,6 +33,7 @@ class EventKind(IntEnum):
     SYNC = 9
     FLOW = 10
     OTHER = 11
+    MEMORY = 12  # a caching-allocator event (Kineto's "[memory]" instant events)
 
 
 #: Kinds that occupy a GPU engine.
@@ -46,6 +47,7 @@ class FlowPhase(IntEnum):
     FLOW_START = 1
     FLOW_END = 2
     FLOW_STEP = 3
+    INSTANT = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,10 +67,15 @@ class Trace:
         pid: process id for host rows; for GPU rows what Kineto put there (usually the device).
         tid: thread id for host rows; for GPU rows what Kineto put there (usually the stream).
             Non-numeric labels become negative ids (see `labels`).
-        device: GPU index for GPU rows (`args.device`, else pid), `NO_ID` for host rows.
+        device: GPU index for GPU rows (`args.device`, else pid) and CUDA memory rows
+            (`args["Device Id"]`), `NO_ID` for host rows.
         stream: CUDA stream for GPU rows (`args.stream`, else tid), else `NO_ID`.
         correlation: launch correlation id (flow id for flow rows), else `NO_ID`.
         external_id: the op id linking GPU work to the CPU op that launched it, else `NO_ID`.
+        bytes: bytes moved by a memcpy/memset (`args.bytes`); for a memory row the bytes
+            allocated (> 0) or freed (< 0); else `NO_ID`.
+        total_allocated: allocator's allocated bytes after a memory row, else `NO_ID`.
+        total_reserved: allocator's reserved bytes after a memory row, else `NO_ID`.
         names: interned event names.
         labels: non-numeric pid/tid labels; label `labels[k]` has id `-(k + 2)`.
         rank: `distributedInfo.rank`, None when the trace has none.
@@ -89,6 +96,9 @@ class Trace:
     stream: I64
     correlation: I64
     external_id: I64
+    bytes: I64
+    total_allocated: I64
+    total_reserved: I64
     names: list[str]
     labels: list[str] = field(default_factory=list)
     rank: int | None = None
