@@ -62,6 +62,7 @@ def test_analysis_all() -> None:
         "IntervalSet",
         "KernelStat",
         "StepResult",
+        "Timeline",
         "WindowSource",
         "WindowSpec",
         "analyze_trace",
@@ -108,7 +109,7 @@ def test_enum_values() -> None:
 
 def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     command = typer.main.get_command(app)
-    assert sorted(command.commands) == ["analyze", "estimate", "version"]  # type: ignore[attr-defined]
+    assert sorted(command.commands) == ["analyze", "estimate", "explain", "version"]  # type: ignore[attr-defined]
     estimate = command.commands["estimate"]  # type: ignore[attr-defined]
     assert sorted(estimate.commands) == ["cost", "gpus", "infer", "memory", "train"]
     assert main(["--help"]) == 0
@@ -145,7 +146,20 @@ def test_format_choices(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
 
 # ---- JSON schema ------------------------------------------------------------------------------
 
-TOP_KEYS = {"schema", "badput_version", "traces", "devices"}
+TOP_KEYS = {"schema", "badput_version", "traces", "findings", "devices"}
+FINDING_KEYS = {
+    "id",
+    "title",
+    "severity",
+    "trace",
+    "rank",
+    "device",
+    "evidence",
+    "savings_us",
+    "savings_pct",
+    "fix",
+    "refs",
+}
 TRACE_KEYS = {"path", "rank", "world_size", "events", "warnings"}
 DEVICE_KEYS = {
     "trace",
@@ -167,6 +181,7 @@ DEVICE_KEYS = {
     "kernel_total_us",
     "short_kernel_share",
     "warnings",
+    "findings",
 }
 BREAKDOWN_KEYS = {"compute", "communication", "memory", "idle"}
 CAUSE_KEYS = {"runtime", "dataloader", "cpu", "other"}
@@ -199,6 +214,14 @@ def test_json_schema(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert set(doc) == TOP_KEYS
     assert doc["schema"] == "badput.analysis/1"
     assert doc["badput_version"] == badput.__version__
+    assert doc["findings"], "the demo trace has findings"
+    for finding in doc["findings"]:
+        assert set(finding) == FINDING_KEYS
+        assert finding["severity"] in {"high", "medium", "low"}
+        for evidence in finding["evidence"].values():
+            assert set(evidence) == {"value", "unit"}
+    savings = [f["savings_us"] for f in doc["findings"]]
+    assert savings == sorted(savings, reverse=True)
     assert len(doc["traces"]) == 1
     assert set(doc["traces"][0]) == TRACE_KEYS
     assert doc["traces"][0]["path"] == str(resnet_trace)

@@ -199,7 +199,13 @@ def check_device(dev: dict[str, Any], case: Case) -> None:
 
 
 def _strip_paths(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in dev.items() if k != "trace"} for dev in report["devices"]]
+    def strip(entry: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in entry.items() if k != "trace"}
+        if "findings" in out:
+            out["findings"] = [strip(f) for f in out["findings"]]
+        return out
+
+    return [strip(dev) for dev in report["devices"]]
 
 
 @PROPS

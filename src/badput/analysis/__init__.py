@@ -9,6 +9,7 @@ from badput.analysis.results import (
     IdleCauses,
     KernelStat,
     StepResult,
+    Timeline,
     WindowSource,
 )
 
@@ -20,6 +21,7 @@ __all__ = [
     "IntervalSet",
     "KernelStat",
     "StepResult",
+    "Timeline",
     "WindowSource",
     "WindowSpec",
     "analyze_trace",

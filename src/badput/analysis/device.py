@@ -24,6 +24,7 @@ from badput.analysis.results import (
     IdleCauses,
     KernelStat,
     StepResult,
+    Timeline,
     WindowSource,
 )
 from badput.analysis.steps import Launches, Steps, cpu_steps, gpu_steps
@@ -266,6 +267,20 @@ def _analyze_device(
         short_kernel_ns=short_ns,
         dropped_steps=list(steps.dropped),
         warnings=warnings,
+        timeline=Timeline(
+            compute=compute_w,
+            communication=comm_total,
+            exposed_communication=comm_w,
+            exposed_memory=memory_w,
+            idle=idle,
+            idle_runtime=idle_runtime,
+            idle_dataloader=idle_loader,
+            idle_cpu=idle_cpu,
+            idle_other=idle_other,
+            host_runtime=host.runtime,
+            host_dataloader=host.dataloader,
+            host_cpu=host.cpu,
+        ),
     )
 
 

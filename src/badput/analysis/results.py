@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from badput.analysis.intervals import IntervalSet
 
 __all__ = [
     "Breakdown",
@@ -12,6 +16,7 @@ __all__ = [
     "IdleCauses",
     "KernelStat",
     "StepResult",
+    "Timeline",
     "WindowSource",
 ]
 
@@ -90,6 +95,27 @@ class CommSummary:
         return self.total_ns - self.overlapped_ns
 
 
+@dataclass(frozen=True, eq=False)
+class Timeline:
+    """The interval sets behind a device's numbers, for rules that ask what-if questions.
+
+    GPU sets are clipped to the window; host sets are the trace's, unclipped.
+    """
+
+    compute: IntervalSet
+    communication: IntervalSet  # all collective kernels, hidden or not
+    exposed_communication: IntervalSet
+    exposed_memory: IntervalSet
+    idle: IntervalSet
+    idle_runtime: IntervalSet
+    idle_dataloader: IntervalSet
+    idle_cpu: IntervalSet
+    idle_other: IntervalSet
+    host_runtime: IntervalSet
+    host_dataloader: IntervalSet
+    host_cpu: IntervalSet
+
+
 class WindowSource(StrEnum):
     """Where the analysis window came from."""
 
@@ -143,6 +169,7 @@ class DeviceAnalysis:
     short_kernel_ns: int = 0
     dropped_steps: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    timeline: Timeline | None = field(default=None, repr=False, compare=False)
 
     @property
     def short_kernel_share(self) -> float | None:

@@ -70,6 +70,7 @@ def analyze(
         badput analyze worker0.pt.trace.json.gz --format json --out result.json
     """
     from badput.analysis import WindowSpec, analyze_trace
+    from badput.diagnose import diagnose
     from badput.report.json_report import analysis_document, encode_document
     from badput.report.text import render_text
     from badput.trace import find_traces
@@ -84,8 +85,9 @@ def analyze(
         trace = _load_with_progress(path, err)
         results.append((trace, analyze_trace(trace, spec)))
 
+    diagnosis = diagnose(results)
     if output_format is Format.JSON:
-        data = encode_document(analysis_document(results, top=top))
+        data = encode_document(analysis_document(results, diagnosis, top=top))
         if out:
             with open(out, "wb") as f:
                 f.write(data)
@@ -95,9 +97,10 @@ def analyze(
         return
     if out:
         with open(out, "w", encoding="utf-8") as text_file:
-            render_text(results, Console(file=text_file, width=120, no_color=True), top=top)
+            console = Console(file=text_file, width=120, no_color=True)
+            render_text(results, console, diagnosis=diagnosis, top=top)
     else:
-        render_text(results, Console(), top=top)
+        render_text(results, Console(), diagnosis=diagnosis, top=top)
 
 
 def _load_with_progress(path: str, console: Console) -> Trace:
@@ -137,6 +140,21 @@ def _register_subcommands() -> None:
 
 
 _register_subcommands()
+
+
+@app.command()
+def explain(
+    rule_id: Annotated[str, typer.Argument(help="A finding id, e.g. data-loading.")],
+) -> None:
+    """Explain a diagnosis rule: what it looks for, how savings are estimated, the fixes."""
+    from badput.diagnose import RULES
+    from badput.errors import UsageError
+    from badput.report.text import render_rule
+
+    rule = RULES.get(rule_id)
+    if rule is None:
+        raise UsageError(f"no rule {rule_id!r}; rules: {', '.join(sorted(RULES))}")
+    render_rule(rule, Console())
 
 
 @app.command()

@@ -8,6 +8,7 @@ import msgspec
 
 from badput import __version__
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
+from badput.diagnose import Diagnosis, Finding
 from badput.trace.model import Trace
 
 __all__ = ["SCHEMA", "analysis_document", "encode_document", "us"]
@@ -44,7 +45,24 @@ def _causes(c: IdleCauses) -> dict[str, Any]:
     }
 
 
-def _device(d: DeviceAnalysis, top: int) -> dict[str, Any]:
+def finding_dict(f: Finding) -> dict[str, Any]:
+    """One finding as JSON: savings in microseconds and percent of the mean step."""
+    return {
+        "id": f.id,
+        "title": f.title,
+        "severity": f.severity,
+        "trace": f.trace,
+        "rank": f.rank,
+        "device": f.device,
+        "evidence": {k: {"value": e.value, "unit": e.unit} for k, e in f.evidence.items()},
+        "savings_us": round(f.savings_ns / 1000, 3),
+        "savings_pct": round(100 * f.savings_share, 3),
+        "fix": f.fix,
+        "refs": f.refs,
+    }
+
+
+def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> dict[str, Any]:
     stats = d.step_time_stats_ns()
     kernels = d.kernels if top <= 0 else d.kernels[:top]
     return {
@@ -87,18 +105,23 @@ def _device(d: DeviceAnalysis, top: int) -> dict[str, Any]:
         "kernel_total_us": us(d.kernel_ns),
         "short_kernel_share": d.short_kernel_share,
         "warnings": d.warnings,
+        "findings": [finding_dict(f) for f in findings],
     }
 
 
 def analysis_document(
-    results: list[tuple[Trace, list[DeviceAnalysis]]], top: int = 10
+    results: list[tuple[Trace, list[DeviceAnalysis]]],
+    diagnosis: Diagnosis | None = None,
+    top: int = 10,
 ) -> dict[str, Any]:
     """The JSON document for analyzed traces.
 
     Args:
         results: each trace with its per-device analyses.
+        diagnosis: findings of the same results; none listed when None.
         top: kernels listed per device (0 lists all).
     """
+    diagnosis = diagnosis or Diagnosis()
     return {
         "schema": SCHEMA,
         "badput_version": __version__,
@@ -112,7 +135,10 @@ def analysis_document(
             }
             for trace, _ in results
         ],
-        "devices": [_device(d, top) for _, devices in results for d in devices],
+        "findings": [finding_dict(f) for f in diagnosis.ranked],
+        "devices": [
+            _device(d, top, diagnosis.for_device(d)) for _, devices in results for d in devices
+        ],
     }
 
 

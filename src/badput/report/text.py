@@ -9,9 +9,13 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.analysis.results import DeviceAnalysis, WindowSource
+from badput.diagnose import Diagnosis, Finding, Rule
 from badput.trace.model import Trace
 
-__all__ = ["render_text"]
+__all__ = ["render_rule", "render_text"]
+
+_FINDINGS_SHOWN = 5
+_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
 
 _BAR_WIDTH = 50
 # A step table longer than this shows only the slowest steps (JSON has them all).
@@ -80,7 +84,46 @@ def _bar(d: DeviceAnalysis) -> Text:
     return bar
 
 
-def _device(d: DeviceAnalysis, top: int) -> Group:
+def _findings(findings: list[Finding], title: str, with_where: bool = False) -> list[Text]:
+    """The top findings, one line each with the first fix."""
+    if not findings:
+        return []
+    lines = [Text(""), Text(title, style="bold")]
+    for i, f in enumerate(findings[:_FINDINGS_SHOWN], 1):
+        line = Text(f"{i}. ")
+        line.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
+        line.append(f"{f.id}", style="bold")
+        where = f" (rank {f.rank})" if with_where and f.rank is not None else ""
+        line.append(f"{where}: {f.title}\n")
+        line.append(
+            f"   save ~{f.savings_ns / 1e6:,.2f} ms/step ({100 * f.savings_share:.1f} %)"
+            f" · fix: {f.fix[0] if f.fix else '-'}",
+            style="dim",
+        )
+        lines.append(line)
+    more = len(findings) - _FINDINGS_SHOWN
+    tail = f"{more} more in --format json; " if more > 0 else ""
+    lines.append(Text(f"{tail}badput explain ID for the full explanation", style="dim"))
+    return lines
+
+
+def render_rule(rule: Rule, console: Console) -> None:
+    """Print a rule's full explanation."""
+    console.print(Text(f"{rule.id}: {rule.title}", style="bold"))
+    console.print(Text(rule.explanation))
+    console.print(Text("\nSavings estimate", style="bold"))
+    console.print(Text(rule.savings))
+    if rule.fix:
+        console.print(Text("\nFixes", style="bold"))
+        for step in rule.fix:
+            console.print(Text(f"- {step}"))
+    if rule.refs:
+        console.print(Text("\nReferences", style="bold"))
+        for ref in rule.refs:
+            console.print(Text(f"- {ref}"), soft_wrap=True)
+
+
+def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
     head = Text()
     gpu = f"GPU {d.device}" + (f" ({d.gpu})" if d.gpu else "")
     rank = f" · rank {d.rank}/{d.world_size}" if d.rank is not None else ""
@@ -106,16 +149,23 @@ def _device(d: DeviceAnalysis, top: int) -> Group:
     table.add_column("where the GPU time goes")
     table.add_column("ms", justify="right")
     table.add_column("of window", justify="right")
-    table.add_row(Text("compute", style=_COLORS["compute"]), _ms(b.compute_ns),
-                  _pct(b.compute_ns, win))  # fmt: skip
+    table.add_row(
+        Text("compute", style=_COLORS["compute"]), _ms(b.compute_ns), _pct(b.compute_ns, win)
+    )
     comm_note = ""
     if d.comm.total_ns:
         hidden = _pct(d.comm.overlapped_ns, d.comm.total_ns).strip()
         comm_note = f"  (of {_ms(d.comm.total_ns)} ms, {hidden} hidden)"
-    table.add_row(Text("communication (exposed)" + comm_note, style=_COLORS["communication"]),
-                  _ms(b.communication_ns), _pct(b.communication_ns, win))  # fmt: skip
-    table.add_row(Text("memory (memcpy/memset)", style=_COLORS["memory"]), _ms(b.memory_ns),
-                  _pct(b.memory_ns, win))  # fmt: skip
+    table.add_row(
+        Text("communication (exposed)" + comm_note, style=_COLORS["communication"]),
+        _ms(b.communication_ns),
+        _pct(b.communication_ns, win),
+    )
+    table.add_row(
+        Text("memory (memcpy/memset)", style=_COLORS["memory"]),
+        _ms(b.memory_ns),
+        _pct(b.memory_ns, win),
+    )
     table.add_row(Text("idle", style=_COLORS["idle"]), _ms(b.idle_ns), _pct(b.idle_ns, win))
     causes = sorted(_CAUSES, key=lambda kv: -getattr(c, f"{kv[0]}_ns"))
     for key, label, _ in causes:
@@ -123,6 +173,7 @@ def _device(d: DeviceAnalysis, top: int) -> Group:
         table.add_row(Text(f"  └ {label}", style="dim"), _ms(ns), _pct(ns, win))
 
     parts: list[Text | Table] = [head, table]
+    parts += _findings(findings, "what to fix first")
     if d.kernels and top != 0:
         kt = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
         kt.add_column("top GPU operations", no_wrap=True, overflow="ellipsis", max_width=50)
@@ -131,8 +182,13 @@ def _device(d: DeviceAnalysis, top: int) -> Group:
         kt.add_column("total ms", justify="right", no_wrap=True)
         kt.add_column("mean us", justify="right")
         for k in d.kernels[: top if top > 0 else None]:
-            kt.add_row(_short(k.name), k.category, f"{k.count:,}", _ms(k.total_ns),
-                       f"{k.mean_ns / 1000:,.1f}")  # fmt: skip
+            kt.add_row(
+                _short(k.name),
+                k.category,
+                f"{k.count:,}",
+                _ms(k.total_ns),
+                f"{k.mean_ns / 1000:,.1f}",
+            )
         parts.append(Text(""))
         parts.append(kt)
         if d.short_kernel_share is not None:
@@ -171,9 +227,15 @@ def _device(d: DeviceAnalysis, top: int) -> Group:
             sb, sc = s.breakdown, s.idle_causes
             _, _, label = max(_CAUSES, key=lambda kv: getattr(sc, f"{kv[0]}_ns"))
             cause = label if sb.idle_ns else "–"
-            st.add_row(s.name, _ms(s.dur_ns), _pct(sb.compute_ns, s.dur_ns),
-                       _pct(sb.communication_ns, s.dur_ns), _pct(sb.memory_ns, s.dur_ns),
-                       _pct(sb.idle_ns, s.dur_ns), cause)  # fmt: skip
+            st.add_row(
+                s.name,
+                _ms(s.dur_ns),
+                _pct(sb.compute_ns, s.dur_ns),
+                _pct(sb.communication_ns, s.dur_ns),
+                _pct(sb.memory_ns, s.dur_ns),
+                _pct(sb.idle_ns, s.dur_ns),
+                cause,
+            )
         parts.append(st)
     for warning in d.warnings:
         parts.append(Text(f"note: {warning}", style="yellow"))
@@ -181,9 +243,13 @@ def _device(d: DeviceAnalysis, top: int) -> Group:
 
 
 def render_text(
-    results: list[tuple[Trace, list[DeviceAnalysis]]], console: Console, top: int = 10
+    results: list[tuple[Trace, list[DeviceAnalysis]]],
+    console: Console,
+    diagnosis: Diagnosis | None = None,
+    top: int = 10,
 ) -> None:
-    """Print the report of analyzed traces, one section per GPU."""
+    """Print the report of analyzed traces, one section per GPU, then job-level findings."""
+    diagnosis = diagnosis or Diagnosis()
     first = True
     for trace, devices in results:
         for warning in trace.warnings:
@@ -192,4 +258,8 @@ def render_text(
             if not first:
                 console.rule(style="dim")
             first = False
-            console.print(_device(d, top))
+            console.print(_device(d, top, diagnosis.for_device(d)))
+    job = [f for f in diagnosis.ranked if f.id == "straggler"]
+    if job:
+        console.rule(style="dim")
+        console.print(Group(*_findings(job, "across ranks", with_where=True)))

@@ -1,0 +1,169 @@
+"""What the rules see of one GPU: its analysis, its trace, and derived facts computed once."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.analysis.intervals import IntervalSet
+from badput.analysis.results import DeviceAnalysis, Timeline
+from badput.diagnose.findings import RULES, Evidence, Finding, severity_of
+from badput.trace.model import EventKind, Trace
+
+__all__ = ["SYNC_CALLS", "DeviceContext", "ms"]
+
+#: Host calls that block until the GPU has finished queued work (or a copy completes).
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpyToSymbol",
+        "cudaMemcpyFromSymbol",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpyDtoH",
+        "cuMemcpyHtoD",
+        "cuMemcpy",
+    }
+)
+
+
+def ms(ns: float) -> Evidence:
+    """Milliseconds evidence from nanoseconds."""
+    return Evidence(round(ns / 1e6, 3), "ms")
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceContext:
+    """One GPU of one trace, as the rules see it."""
+
+    trace: Trace
+    analysis: DeviceAnalysis
+
+    @property
+    def timeline(self) -> Timeline:
+        """The interval sets behind the analysis."""
+        assert self.analysis.timeline is not None
+        return self.analysis.timeline
+
+    @property
+    def n_steps(self) -> int:
+        """Steps in the window; a window without steps counts as one."""
+        return max(1, len(self.analysis.steps))
+
+    @property
+    def step_ns(self) -> float:
+        """Mean step time, or the window without steps."""
+        stats = self.analysis.step_time_stats_ns()
+        return stats[0] if stats is not None else float(self.analysis.window_ns)
+
+    def per_step(self, total_ns: float) -> float:
+        """A window total as a per-step mean."""
+        return total_ns / self.n_steps
+
+    @functools.cached_property
+    def in_window(self) -> npt.NDArray[np.bool_]:
+        """Rows that start inside the window."""
+        w0 = self.analysis.window_start_ns
+        ts = self.trace.ts_ns
+        return (ts >= w0) & (ts < w0 + self.analysis.window_ns)
+
+    def rows(self, *kinds: EventKind, on_device: bool = False) -> npt.NDArray[np.intp]:
+        """Row indices of the given kinds inside the window (optionally on this GPU only)."""
+        mask = self.trace.mask(*kinds) & self.in_window
+        if on_device:
+            mask &= self.trace.device == self.analysis.device
+        return np.flatnonzero(mask)
+
+    def named(self, rows: npt.NDArray[np.intp], names: frozenset[str]) -> npt.NDArray[np.intp]:
+        """The rows whose name is in `names`."""
+        wanted = np.fromiter(
+            (n in names for n in self.trace.names), dtype=np.bool_, count=len(self.trace.names)
+        )
+        return rows[wanted[self.trace.name_id[rows]]]
+
+    def spans(self, rows: npt.NDArray[np.intp]) -> IntervalSet:
+        """Union of the rows' spans."""
+        return IntervalSet.from_spans(self.trace.ts_ns[rows], self.trace.end_ns[rows])
+
+    @functools.cached_property
+    def sync_rows(self) -> npt.NDArray[np.intp]:
+        """Blocking host calls inside the window."""
+        return self.named(self.rows(EventKind.RUNTIME, EventKind.DRIVER), SYNC_CALLS)
+
+    @functools.cached_property
+    def sync_drained_idle(self) -> IntervalSet:
+        """GPU idle gaps that begin while the host is blocked in a synchronizing call.
+
+        DataLoader waits are excluded. The queue ran dry because the host waited for the GPU.
+        """
+        rest = self.timeline.idle.subtract(self.timeline.idle_dataloader)
+        if len(rest) == 0 or self.sync_rows.shape[0] == 0:
+            return IntervalSet.empty()
+        syncs = self.spans(self.sync_rows)
+        drained = syncs.contains(rest.starts)
+        return IntervalSet(rest.starts[drained], rest.ends[drained])
+
+    def enclosing_ops(self, rows: npt.NDArray[np.intp]) -> Counter[str]:
+        """Names of the outermost CPU ops (not annotations) containing each row, same thread.
+
+        That is the user-visible op that made each call.
+        """
+        t = self.trace
+        found: Counter[str] = Counter()
+        ops = np.flatnonzero(t.kind == EventKind.CPU_OP)
+        for tid in np.unique(t.tid[rows]).tolist():
+            mine = ops[t.tid[ops] == tid]
+            if mine.shape[0] == 0:
+                continue
+            order = np.lexsort((-t.dur_ns[mine], t.ts_ns[mine]))  # by start, longest first
+            mine = mine[order]
+            start, end = t.ts_ns[mine], t.end_ns[mine]
+            reach = np.maximum.accumulate(end)
+            top = np.ones(mine.shape[0], dtype=np.bool_)
+            top[1:] = start[1:] >= reach[:-1]  # not inside an earlier op: outermost
+            top_rows = mine[top]
+            top_start, top_end = t.ts_ns[top_rows], t.end_ns[top_rows]
+            calls = rows[t.tid[rows] == tid]
+            idx = np.searchsorted(top_start, t.ts_ns[calls], side="right") - 1
+            ok = (idx >= 0) & (t.end_ns[calls] <= top_end[np.maximum(idx, 0)])
+            for r in top_rows[idx[ok]].tolist():
+                found[t.names[int(t.name_id[r])]] += 1
+        return found
+
+    def finding(
+        self,
+        rule_id: str,
+        title: str,
+        savings_ns: float,
+        evidence: dict[str, Evidence],
+        fix: list[str] | None = None,
+        floor: str | None = None,
+    ) -> Finding | None:
+        """A finding of `rule_id` if its savings are worth reporting (or `floor` is set)."""
+        rule = RULES[rule_id]
+        share = savings_ns / self.step_ns if self.step_ns > 0 else 0.0
+        severity = severity_of(share) or floor
+        if severity is None:
+            return None
+        return Finding(
+            id=rule_id,
+            title=title,
+            severity=severity,
+            evidence=evidence,
+            savings_ns=savings_ns,
+            savings_share=share,
+            fix=fix if fix is not None else list(rule.fix),
+            refs=list(rule.refs),
+            trace=self.analysis.trace,
+            rank=self.analysis.rank,
+            device=self.analysis.device,
+        )
