@@ -10,7 +10,7 @@ DEMO_TRACE := src/badput/_data/resnet50_v100_workers0.pt.trace.json.gz
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,all]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -31,6 +31,8 @@ DEMO = (
 def test_badput_all() -> None:
     assert sorted(badput.__all__) == [
         "BadputError",
+        "Meter",
+        "MeterWarning",
         "TraceFormatError",
         "UsageError",
         "__version__",
@@ -109,7 +111,13 @@ def test_enum_values() -> None:
 
 def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     command = typer.main.get_command(app)
-    assert sorted(command.commands) == ["analyze", "estimate", "explain", "version"]  # type: ignore[attr-defined]
+    assert sorted(command.commands) == [  # type: ignore[attr-defined]
+        "analyze",
+        "estimate",
+        "explain",
+        "run",
+        "version",
+    ]
     estimate = command.commands["estimate"]  # type: ignore[attr-defined]
     assert sorted(estimate.commands) == ["cost", "gpus", "infer", "memory", "train"]
     assert main(["--help"]) == 0

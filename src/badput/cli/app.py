@@ -142,6 +142,27 @@ def _register_subcommands() -> None:
 _register_subcommands()
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def run(
+    command: Annotated[list[str], typer.Argument(help="The command, after --.")],
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="Write the summary as JSON to this file.")
+    ] = None,
+) -> None:
+    """Run a training script with the goodput meter attached (no code changes).
+
+    Example:
+        badput run --out goodput.json -- python train.py --epochs 1
+    """
+    from badput.cli.run import run_metered
+
+    code = run_metered(command, out)
+    if code:
+        raise typer.Exit(code)
+
+
 @app.command()
 def explain(
     rule_id: Annotated[str, typer.Argument(help="A finding id, e.g. data-loading.")],
