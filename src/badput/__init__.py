@@ -10,5 +10,6 @@ except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+local"
 
 from badput.errors import BadputError, TraceFormatError, UsageError
+from badput.meter import Meter, MeterWarning
 
-__all__ = ["BadputError", "TraceFormatError", "UsageError", "__version__"]
+__all__ = ["BadputError", "Meter", "MeterWarning", "TraceFormatError", "UsageError", "__version__"]
