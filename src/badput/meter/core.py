@@ -95,7 +95,8 @@ class Meter:
         gpu_timing: time steps on the GPU with CUDA events: "auto" (when CUDA is available),
             True or False.
         sinks: extra sinks (objects with `emit(record)` and `close()`).
-        prometheus_port: serve metrics for Prometheus on this port (extra `prom`).
+        prometheus_port: serve metrics for Prometheus on this port plus LOCAL_RANK (extra
+            `prom`; 0 picks a free port).
         prometheus_addr: address of the Prometheus endpoint.
         console: print a one-line status at each report.
         distributed: gather per-rank summaries when torch.distributed is initialized: "auto",
