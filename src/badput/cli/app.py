@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from badput import __version__
+from badput.cli.common import Format
 from badput.errors import BadputError
 
 if TYPE_CHECKING:
@@ -31,13 +31,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-class Format(StrEnum):
-    """Output formats of `badput analyze`."""
-
-    TEXT = "text"
-    JSON = "json"
 
 
 # Traces at least this large (uncompressed bytes) get a progress bar on a terminal.

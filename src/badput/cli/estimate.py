@@ -6,12 +6,12 @@ import json
 import re
 import sys
 import warnings
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from badput.cli.common import Format
 from badput.errors import UsageError
 
 __all__ = ["estimate_app", "parse_quantity"]
@@ -22,13 +22,6 @@ estimate_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-class Format(StrEnum):
-    """Output formats."""
-
-    TEXT = "text"
-    JSON = "json"
 
 
 _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e([+-]?\d+))?\s*([kmbgtp]?)\s*$", re.I)
@@ -84,15 +77,20 @@ def _emit(kind: str, result: object, fmt: Format) -> None:
         render(kind, result, Console())
 
 
-def _goodput_of(path: str) -> float:
-    """Time-weighted goodput of a `badput analyze --format json` file."""
+def _read_analysis(path: str) -> Any:
+    """The JSON document of a `badput analyze --format json` file."""
     try:
         with open(path, "rb") as f:
-            doc = json.load(f)
+            return json.load(f)
     except OSError as e:
         raise UsageError(f"{path}: cannot be read ({e.strerror})") from None
     except ValueError:
         raise UsageError(f"{path}: not JSON (expected the output of badput analyze)") from None
+
+
+def _goodput_of(path: str) -> float:
+    """Time-weighted goodput of a `badput analyze --format json` file."""
+    doc = _read_analysis(path)
     devices = [d for d in doc.get("devices", []) if d.get("goodput") is not None]
     window = sum(float(d["window_us"]) for d in devices)
     if window <= 0:
@@ -298,14 +296,7 @@ def cost(
     """
     from badput.estimate.cost import badput_cost
 
-    try:
-        with open(analysis, "rb") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise UsageError(f"{analysis}: cannot be read ({e.strerror})") from None
-    except ValueError:
-        raise UsageError(f"{analysis}: not JSON (expected the output of badput analyze)") from None
-    _emit("cost", badput_cost(doc, gpus, price), output_format)
+    _emit("cost", badput_cost(_read_analysis(analysis), gpus, price), output_format)
 
 
 @estimate_app.command()

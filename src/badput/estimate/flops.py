@@ -13,6 +13,7 @@ __all__ = [
     "TrainingFlops",
     "explain_flops",
     "mfu",
+    "require_peak",
     "training_flops",
 ]
 
@@ -24,6 +25,19 @@ FLOPS_PER_PARAM_TOKEN = {
     6.0: "training, forward + backward: 6·N·D",
     8.0: "training with full activation recomputation (hardware FLOPs): 8·N·D",
 }
+
+
+def require_peak(gpu: GpuSpec, precision: str) -> float:
+    """The GPU's dense peak TFLOP/s for `precision`.
+
+    Raises:
+        UsageError: the table has no such peak for this GPU (bf16 on a V100, say).
+    """
+    peak = gpu.peak(precision)
+    if peak is None:
+        have = ", ".join(sorted(gpu.peak_tflops))
+        raise UsageError(f"{gpu.name} has no {precision} peak in the table (it has: {have})")
+    return peak
 
 
 @dataclass(frozen=True)
@@ -128,10 +142,7 @@ def mfu(
     Raises:
         UsageError: the GPU has no such precision in the table, or a non-positive input.
     """
-    peak = gpu.peak(precision)
-    if peak is None:
-        have = ", ".join(sorted(gpu.peak_tflops))
-        raise UsageError(f"{gpu.name} has no {precision} peak in the table (it has: {have})")
+    peak = require_peak(gpu, precision)
     if seconds <= 0 or gpus <= 0 or model_flops <= 0:
         raise UsageError("model FLOPs, time and GPU count must be positive")
     denominator = peak * 1e12 * gpus * seconds

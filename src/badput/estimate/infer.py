@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from badput.errors import UsageError
+from badput.estimate.flops import require_peak
 from badput.estimate.hardware import GpuSpec
 
 __all__ = ["BYTES_PER_VALUE", "InferEstimate", "estimate_infer"]
@@ -83,10 +84,7 @@ def estimate_infer(
         raise UsageError("--active-params cannot exceed --params")
     if not 0 < efficiency <= 1:
         raise UsageError("--efficiency must be in (0, 1]")
-    peak = gpu.peak(precision)
-    if peak is None:
-        have = ", ".join(sorted(gpu.peak_tflops))
-        raise UsageError(f"{gpu.name} has no {precision} peak in the table (it has: {have})")
+    peak = require_peak(gpu, precision)
     for name, value in (
         ("--layers", layers),
         ("--kv-heads", kv_heads),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from badput.errors import UsageError
-from badput.estimate.flops import explain_flops, training_flops
+from badput.estimate.flops import explain_flops, require_peak, training_flops
 from badput.estimate.hardware import GpuSpec
 
 __all__ = ["TrainEstimate", "estimate_train"]
@@ -110,10 +110,7 @@ def estimate_train(
         raise UsageError("--power-util must be in (0, 1]")
     if (mfu is None) == (gpu_hours is None):
         raise UsageError("give either --mfu (with --gpus for days) or --gpu-hours")
-    peak = gpu.peak(precision)
-    if peak is None:
-        have = ", ".join(sorted(gpu.peak_tflops))
-        raise UsageError(f"{gpu.name} has no {precision} peak in the table (it has: {have})")
+    peak = require_peak(gpu, precision)
 
     flops = training_flops(active, tokens, layers, seq_len, d_model)
     peak_flops = peak * 1e12
