@@ -97,8 +97,7 @@ class _Host:
 
 def _name_flags(trace: Trace, predicate: Callable[[str], bool]) -> B:
     """Evaluate a name predicate once per distinct name; index the result by `name_id`."""
-    return np.fromiter((bool(predicate(n)) for n in trace.names), dtype=np.bool_,
-                       count=len(trace.names))  # fmt: skip
+    return trace.name_mask(predicate)
 
 
 def _host(trace: Trace) -> _Host:

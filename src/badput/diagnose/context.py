@@ -85,10 +85,7 @@ class DeviceContext:
 
     def named(self, rows: npt.NDArray[np.intp], names: frozenset[str]) -> npt.NDArray[np.intp]:
         """The rows whose name is in `names`."""
-        wanted = np.fromiter(
-            (n in names for n in self.trace.names), dtype=np.bool_, count=len(self.trace.names)
-        )
-        return rows[wanted[self.trace.name_id[rows]]]
+        return self.trace.rows_named(rows, names.__contains__)
 
     def spans(self, rows: npt.NDArray[np.intp]) -> IntervalSet:
         """Union of the rows' spans."""

@@ -206,10 +206,7 @@ def host_overhead(ctx: DeviceContext) -> Finding | None:
     kernels = ctx.rows(EventKind.KERNEL, on_device=True)
     durs = t.dur_ns[kernels]
     calls = ctx.rows(EventKind.RUNTIME, EventKind.DRIVER)
-    launch_name = np.fromiter(
-        (bool(_LAUNCH.search(n)) for n in t.names), dtype=np.bool_, count=len(t.names)
-    )
-    launches = int(launch_name[t.name_id[calls]].sum())
+    launches = t.rows_named(calls, lambda n: _LAUNCH.search(n) is not None).shape[0]
     gaps = rest.ends - rest.starts
     evidence = {
         "gpu_idle_on_host_per_step": ms(savings),
@@ -264,10 +261,7 @@ def pageable_memcpy(ctx: DeviceContext) -> Finding | None:
     """Exposed time of memcpys from or to pageable memory."""
     t = ctx.trace
     copies = ctx.rows(EventKind.MEMCPY, on_device=True)
-    pageable = np.fromiter(
-        ("pageable" in n.lower() for n in t.names), dtype=np.bool_, count=len(t.names)
-    )
-    rows = copies[pageable[t.name_id[copies]]]
+    rows = t.rows_named(copies, lambda n: "pageable" in n.lower())
     if rows.shape[0] == 0:
         return None
     exposed = ctx.spans(rows).intersect(ctx.timeline.exposed_memory).total_ns()
@@ -413,10 +407,7 @@ def low_precision_math(ctx: DeviceContext) -> Finding | None:
         return None
     t = ctx.trace
     kernels = ctx.rows(EventKind.KERNEL, on_device=True)
-    fp32_name = np.fromiter(
-        (is_fp32_matmul(n) for n in t.names), dtype=np.bool_, count=len(t.names)
-    )
-    rows = kernels[fp32_name[t.name_id[kernels]]]
+    rows = t.rows_named(kernels, is_fp32_matmul)
     if rows.shape[0] == 0:
         return None
     time = ctx.spans(rows).total_ns()

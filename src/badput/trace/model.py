@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -118,6 +119,18 @@ class Trace:
     def mask(self, *kinds: EventKind) -> npt.NDArray[np.bool_]:
         """Boolean row mask of the rows whose kind is one of `kinds`."""
         return np.isin(self.kind, np.asarray([int(k) for k in kinds], dtype=np.int8))
+
+    def rows_named(
+        self, rows: npt.NDArray[np.intp], predicate: Callable[[str], bool]
+    ) -> npt.NDArray[np.intp]:
+        """The rows whose name satisfies `predicate`, tested once per distinct name."""
+        return rows[self.name_mask(predicate)[self.name_id[rows]]]
+
+    def name_mask(self, predicate: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
+        """`predicate` of every interned name, indexable by `name_id`."""
+        return np.fromiter(
+            (bool(predicate(n)) for n in self.names), dtype=np.bool_, count=len(self.names)
+        )
 
     def name_of(self, row: int) -> str:
         """Name of one row."""
