@@ -68,6 +68,7 @@ class _PhaseContext:
         self._start = 0
 
     def __enter__(self) -> None:
+        self._meter._phase_depth += 1
         self._start = self._meter._clock()
 
     def __exit__(
@@ -76,7 +77,10 @@ class _PhaseContext:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._meter._add_phase(self._name, self._meter._clock() - self._start)
+        meter = self._meter
+        meter._phase_depth -= 1
+        if meter._phase_depth == 0:  # a phase inside a phase belongs to the outer one
+            meter._add_phase(self._name, meter._clock() - self._start)
 
 
 class Meter:
@@ -150,6 +154,7 @@ class Meter:
         self._first_step_start: int | None = None
         self._before_first_ns = 0  # data/phase time before the first step (not start-up)
         self._in_step = False
+        self._phase_depth = 0
         self._step_start = 0
         self._nested_ns = 0
         self._step_samples: int | None = None
@@ -254,14 +259,14 @@ class Meter:
         if self._closed:
             return
         self._closed = True
-        try:
-            if self._pending is not None:
-                self._pending.drain(limit=len(self._pending))
-            if self._worker is not None:
-                self._worker.put({"type": "final", **self.summary()})
-                self._worker.close()
-        except Exception as e:  # fail open: never raise from exit handlers
-            self._fail("close", e)
+        # Each part on its own, so that one failure does not lose the rest (fail open).
+        pending = self._pending
+        if pending is not None:
+            self._guard("gpu", lambda: pending.drain(limit=len(pending)))
+        worker = self._worker
+        if worker is not None:
+            self._guard("report", lambda: worker.put({"type": "final", **self.summary()}))
+            self._guard("sinks", worker.close)
 
     def __enter__(self) -> Meter:
         """Use as a context manager: the final summary is sent on exit."""
@@ -285,10 +290,14 @@ class Meter:
             self._in_step = True
             self._step_start = now
             self._nested_ns = 0
-            if self._events is not None:
-                self._gpu_start = self._events.record()
         except Exception as e:
             self._fail("step", e)
+            return
+        if self._events is not None:
+            try:
+                self._gpu_start = self._events.record()
+            except Exception as e:
+                self._fail("gpu", e)
 
     def _end_step(self) -> None:
         if not self._enabled or not self._in_step:
@@ -310,19 +319,23 @@ class Meter:
                 self._samples += self._step_samples
             if self._step_tokens is not None:
                 self._tokens += self._step_tokens
+            if self._flop_counter is not None:
+                self._stop_flop_counter()  # before reading flops_per_step: this step counts
             flops = self._step_flops if self._step_flops is not None else self.flops_per_step
             if flops is not None and self.steps > self.warmup_steps:
                 self._flops += flops
                 self._flops_steps += 1
-            if self._flop_counter is not None:
-                self._stop_flop_counter()
-            if self._events is not None and self._pending is not None:
-                self._pending.push(self._gpu_start, self._events.record())
-                self._pending.drain()
-            if self.steps % self.report_every == 0:
-                self._report()
         except Exception as e:
             self._fail("step", e)
+            return
+        if self._events is not None and self._pending is not None:
+            try:
+                self._pending.push(self._gpu_start, self._events.record())
+                self._pending.drain()
+            except Exception as e:
+                self._fail("gpu", e)
+        if self.steps % self.report_every == 0:
+            self._guard("report", self._report)
 
     def _add_data(self, ns: int) -> None:
         if not self._enabled:

@@ -181,3 +181,4 @@ class PrometheusSink:
         """Stop serving."""
         if self.server is not None:
             self.server.shutdown()
+            self.server.server_close()  # release the port
