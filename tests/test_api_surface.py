@@ -113,6 +113,7 @@ def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     command = typer.main.get_command(app)
     assert sorted(command.commands) == [  # type: ignore[attr-defined]
         "analyze",
+        "bench",
         "estimate",
         "explain",
         "run",

@@ -127,9 +127,11 @@ def _load_with_progress(path: str, console: Console) -> Trace:
 
 
 def _register_subcommands() -> None:
+    from badput.cli.bench import bench_app
     from badput.cli.estimate import estimate_app
 
     app.add_typer(estimate_app, name="estimate")
+    app.add_typer(bench_app, name="bench")
 
 
 _register_subcommands()

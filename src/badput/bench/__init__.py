@@ -1,0 +1,1 @@
+"""Benchmarks, A/B regression gate and statistics."""
