@@ -169,14 +169,15 @@ def decide(
     """The verdict from (adjusted) p-values, the CI and the minimum effect.
 
     regression: p < alpha, CI above 0 and effect >= min_effect; improvement: the mirror;
-    inconclusive: the CI is wider than 2 x min_effect or straddles +-min_effect; else no
-    change.
+    no change: the whole CI inside (-min_effect, +min_effect), so any change is smaller than
+    what matters; else inconclusive (a CI wider than 2 x min_effect, or one that straddles
+    +-min_effect: more rounds may tell).
     """
     lo, hi = c.ci
     if p_regression < alpha and lo > 0 and c.effect >= min_effect:
         return Decision.REGRESSION
     if p_improvement < alpha and hi < 0 and c.effect <= -min_effect:
         return Decision.IMPROVEMENT
-    if hi - lo > 2 * min_effect or lo < min_effect < hi or lo < -min_effect < hi:
-        return Decision.INCONCLUSIVE
-    return Decision.NO_CHANGE
+    if -min_effect < lo and hi < min_effect:
+        return Decision.NO_CHANGE
+    return Decision.INCONCLUSIVE

@@ -7,6 +7,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from badput.bench.ab import ABResult, exit_code
 
@@ -35,11 +36,11 @@ def render_ab(result: ABResult, console: Console) -> None:
         )
     for r in result.results:
         t.add_row(
-            r.benchmark,
-            r.metric,
-            f"[{_STYLE[str(r.decision)]}]{r.decision}[/]",
+            Text(r.benchmark),
+            Text(r.metric),
+            Text(str(r.decision), style=_STYLE[str(r.decision)]),
             _pct(r.effect),
-            f"[{_pct(r.ci[0])}, {_pct(r.ci[1])}]",
+            Text(f"[{_pct(r.ci[0])}, {_pct(r.ci[1])}]"),
             f"{r.p_adjusted:.3g}",
             str(r.rounds),
         )
