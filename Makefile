@@ -35,10 +35,12 @@ golden: $(STAMP)
 	BADPUT_REGEN_GOLDEN=1 $(BIN)/pytest -q tests/test_golden.py
 
 # Benchmarks: badput against its anchors, side by side; results land in benchmarks/results/.
-# Both run even if the first misses a target; make fails if either does.
+# All run even if one misses a target; make fails if any does.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_analyze.py; rc=$$?; \
-	$(BIN)/python benchmarks/whatif_dataloader.py && exit $$rc
+	$(BIN)/python benchmarks/whatif_dataloader.py || rc=1; \
+	$(BIN)/python benchmarks/bench_meter.py || rc=1; \
+	exit $$rc
 
 # GPU checks: tests marked gpu, run on a machine with an NVIDIA GPU. pytest exits 5 when no
 # test is marked gpu; that is not a failure here.
