@@ -1,14 +1,22 @@
-"""`badput bench ...`: A/B regression gate over interleaved rounds."""
+"""`badput bench ...`: run benchmark files, check deterministic metrics, the A/B gate."""
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from badput.errors import UsageError
+
+if TYPE_CHECKING:
+    from badput.bench.api import CaseResult, RunResult
+    from badput.bench.deterministic import CheckResult
 
 __all__ = ["bench_app"]
 
@@ -97,3 +105,212 @@ def ab(
     code = exit_code(result)
     if code:
         raise typer.Exit(code)
+
+
+@bench_app.command("run")
+def run_cmd(
+    file: Annotated[str, typer.Argument(help="A Python file of @benchmark functions.")],
+    rounds: Annotated[int, typer.Option(help="Rounds per case, each in a fresh process.")] = 10,
+    json_out: Annotated[str | None, typer.Option("--json", help="Write the results JSON.")] = None,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="Only these benchmarks (name, case id or glob; repeatable)."),
+    ] = None,
+) -> None:
+    """Run a file's benchmarks in rounds, each round in a fresh process.
+
+    Prints each case's median, spread (IQR and MAD) and round values. Exit codes: 0 ran,
+    2 the file cannot be loaded, 3 no benchmark ran or one failed.
+
+    Example:
+        badput bench run examples/bench_example.py --rounds 5 --json bench.json
+    """
+    from badput.bench.api import run_file
+
+    if rounds < 1:
+        raise UsageError("--rounds must be at least 1")
+    err = Console(stderr=True)
+    result = run_file(
+        file,
+        rounds=rounds,
+        filters=filters,
+        progress=lambda line: err.print(line, style="dim") if err.is_terminal else None,
+    )
+    if json_out:
+        Path(json_out).write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
+    if not result.results:
+        which = f" matching --filter {' '.join(filters)}" if filters else ""
+        sys.stderr.write(f"badput: error: {file}: no benchmarks{which}\n")
+        raise typer.Exit(3)
+    _render_run(result, Console())
+    for r in result.results:
+        if r.error is not None:
+            sys.stderr.write(f"badput: error: {r.error}\n")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _scale(unit: str | None, ref: float) -> tuple[float, str]:
+    """(divisor, suffix) that shows `ref` best: s/ms/us/ns for seconds, none otherwise."""
+    if unit != "s":
+        return 1.0, ""
+    for scale, name in ((1.0, " s"), (1e-3, " ms"), (1e-6, " us")):
+        if abs(ref) >= scale:
+            return scale, name
+    return 1e-9, " ns"
+
+
+def _render_run(result: RunResult, console: Console) -> None:
+    t = Table(
+        box=None,
+        pad_edge=False,
+        header_style="bold",
+        title="badput bench run",
+        title_justify="left",
+    )
+    # Only the rounds wrap on a narrow terminal: the id is what --filter and `check` take.
+    t.add_column("benchmark", no_wrap=True)
+    for col in ("metric", "median", "IQR", "MAD"):
+        t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+    t.add_column("rounds")
+    for r in result.results:
+        t.add_row(*_run_row(r))
+    console.print(t)
+    console.print(
+        f"{len(result.results)} case(s) x {result.rounds} round(s), a fresh process each; "
+        f"{result.elapsed_s:,.1f} s; exit code {result.exit_code}",
+        style="dim",
+    )
+
+
+def _run_row(r: CaseResult) -> tuple[Text, Text, str, str, str, Text]:
+    from badput.bench.api import round_stats
+
+    b = r.case.benchmark
+    if not r.ok:
+        return Text(r.case.id), Text(b.metric), "", "", "", Text("error", style="bold red")
+    s = round_stats(r.values)
+    # One scale for the whole row, so that the rounds read as plain numbers next to the median.
+    div, suffix = _scale(b.unit, s["median"])
+    digits = ".3g" if b.unit == "s" else ".6g"
+    return (
+        Text(r.case.id),
+        Text(b.metric),
+        f"{s['median'] / div:{digits}}{suffix}",
+        f"{s['iqr'] / div:{digits}}{suffix}",
+        f"{s['mad'] / div:{digits}}{suffix}",
+        Text(" ".join(f"{v / div:{digits}}" for v in r.values)),
+    )
+
+
+@bench_app.command("check")
+def check_cmd(
+    expected: Annotated[str, typer.Argument(help="Expectations JSON kept in the repository.")],
+    results: Annotated[str, typer.Argument(help="`badput bench run --json` output.")],
+    update: Annotated[
+        bool, typer.Option(help="Write the measured values of metrics that did not pass.")
+    ] = False,
+    fail_on_wins: Annotated[
+        bool | None,
+        typer.Option(
+            "--fail-on-wins/--allow-wins",
+            help="Fail on improvements beyond tolerance (default: the file's setting).",
+        ),
+    ] = None,
+    json_out: Annotated[str | None, typer.Option("--json", help="Write the check report.")] = None,
+) -> None:
+    """Check deterministic metrics (memory, counts) against expected values and tolerances.
+
+    Exit codes: 0 pass, 1 regression (or an improvement to record, with --fail-on-wins),
+    2 a malformed file, 3 an expected metric was not measured or nothing was compared.
+    With --update the file is rewritten and the exit code is 0. The file format is in
+    `badput.bench.deterministic`.
+
+    Example:
+        badput bench check bench/expected.json bench.json --fail-on-wins
+    """
+    from badput.bench.deterministic import (
+        Expectations,
+        check,
+        load_expected,
+        load_measured,
+        updated,
+        write_expected,
+    )
+
+    measured = load_measured(results)
+    # The first --update creates the file, so a project starts from its measured values.
+    exp = Expectations() if update and not Path(expected).exists() else load_expected(expected)
+    result = check(exp, measured, fail_on_wins=fail_on_wins)
+    new = updated(exp, result)
+    if json_out:
+        doc = result.as_dict()
+        doc["updated_expectations"] = new.to_doc()
+        Path(json_out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    _render_check(result, Console())
+    if update:
+        if not result.checks:
+            sys.stderr.write(f"badput: error: {results}: no metrics to write\n")
+            raise typer.Exit(3)
+        write_expected(expected, new)
+        changed = sum(
+            1 for c in result.checks if c.measured is not None and str(c.verdict) != "pass"
+        )
+        Console().print(f"wrote {expected}: {changed} value(s) updated", style="dim")
+        return
+    if result.exit_code == 3 and result.compared == 0:
+        sys.stderr.write(f"badput: error: no expected metric was measured in {results}\n")
+    elif result.exit_code == 1:
+        sys.stderr.write(
+            f"badput: to accept the measured values: badput bench check {expected} {results} "
+            "--update\n"
+        )
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+_VERDICT_STYLE = {
+    "pass": "",
+    "regression": "bold red",
+    "improvement": "green",
+    "improvement_needs_update": "bold yellow",
+    "missing": "bold red",
+    "new": "cyan",
+}
+
+
+def _render_check(result: CheckResult, console: Console) -> None:
+    t = Table(
+        box=None,
+        pad_edge=False,
+        header_style="bold",
+        title="badput bench check",
+        title_justify="left",
+    )
+    # The id folds rather than being cut short: it is what --filter and `check` take.
+    t.add_column("benchmark", overflow="fold")
+    for col in ("metric", "verdict", "expected", "measured", "change", "allowed"):
+        t.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
+    for c in result.checks:
+        rel = c.delta_rel
+        change = "" if c.delta is None else _num(c.delta, sign=True)
+        if rel is not None:
+            change += f" ({100 * rel:+.2f} %)"
+        t.add_row(
+            Text(c.benchmark),
+            Text(c.metric),
+            Text(str(c.verdict), style=_VERDICT_STYLE[str(c.verdict)]),
+            "" if c.expected is None else _num(c.expected),
+            "" if c.measured is None else _num(c.measured),
+            change,
+            _num(c.allowed),
+        )
+    console.print(t)
+
+
+def _num(x: float, sign: bool = False) -> str:
+    """Whole numbers in full with thousands separators (bytes, counts); others to 6 digits."""
+    plus = "+" if sign else ""
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):{plus},}"
+    return f"{x:{plus}.6g}"
