@@ -314,3 +314,157 @@ def _num(x: float, sign: bool = False) -> str:
     if float(x).is_integer() and abs(x) < 1e15:
         return f"{int(x):{plus},}"
     return f"{x:{plus}.6g}"
+
+
+def _ingest_doc(path: str) -> dict[str, object]:
+    """The JSON object in `path`; for a meter JSON Lines file, its final summary."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot read ({e.__class__.__name__})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        doc = None
+        try:
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            raise UsageError(f"{path}: not JSON (nor JSON Lines)") from None
+        summaries = [r for r in records if isinstance(r, dict) and "goodput" in r]
+        finals = [r for r in summaries if r.get("type") == "final"]
+        doc = finals[-1] if finals else summaries[-1] if summaries else None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a JSON object")
+    return doc
+
+
+@bench_app.command("ingest")
+def ingest_cmd(
+    files: Annotated[
+        list[str],
+        typer.Argument(help="A/B verdicts, bench run results, analyze JSON, meter summaries."),
+    ],
+    store: Annotated[
+        str | None,
+        typer.Option(help="Store path or sqlite:///PATH (default .badput/bench.sqlite)."),
+    ] = None,
+    commit: Annotated[str, typer.Option(help="Commit the results belong to (A/B: head).")] = "",
+    base_commit: Annotated[str, typer.Option(help="Commit of an A/B verdict's base side.")] = "",
+    branch: Annotated[str | None, typer.Option(help="Branch of the results.")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="Benchmark name for analyze and meter documents (default: analyze/meter)."
+        ),
+    ] = None,
+) -> None:
+    """Record result documents in the results store, each file in one transaction.
+
+    The kind of each file is told by its `schema` key (badput.bench.ab/1, badput.bench.run/1,
+    badput.analysis/1) or, for a meter summary (JSON, or the JSON Lines of a meter sink), by its
+    shape. Every file is checked before anything is written. Exit codes: 0 recorded, 2 a
+    malformed file or a bad store URL.
+
+    Example:
+        badput bench ingest bench.json ab.json --commit "$(git rev-parse HEAD)"
+    """
+    from badput.bench import store as st
+
+    rows: list[tuple[str, str, list[st.RunRow]]] = []
+    for path in files:
+        doc = _ingest_doc(path)
+        schema = doc.get("schema")
+        try:
+            if schema == "badput.bench.ab/1":
+                runs = st.ab_runs(doc, commit=commit, base_commit=base_commit, branch=branch)
+                kind = "A/B verdict"
+            elif schema == "badput.bench.run/1":
+                runs = [st.bench_run(doc, commit=commit, branch=branch)]
+                kind = "bench run"
+            elif schema == "badput.analysis/1":
+                runs = [
+                    st.analysis_run(doc, benchmark=name or "analyze", commit=commit, branch=branch)
+                ]
+                kind = "analysis"
+            elif schema is None and "goodput" in doc and "step_time_s" in doc:
+                runs = [st.meter_run(doc, benchmark=name or "meter", commit=commit, branch=branch)]
+                kind = "meter summary"
+            else:
+                what = f"schema {schema!r}" if schema is not None else "no 'schema' key"
+                raise UsageError(f"{path}: not a document badput can store ({what})")
+        except st.StoreInputError as e:
+            raise UsageError(f"{path}: {e}") from None
+        rows.append((path, kind, runs))
+    with st.Store.open(store) as db:
+        for path, kind, runs in rows:
+            db.write_runs(runs)
+            n = sum(len(r.results) for r in runs)
+            sys.stdout.write(f"{path}: {kind}, {len(runs)} run(s), {n} result(s)\n")
+
+
+@bench_app.command("history")
+def history_cmd(
+    benchmark: Annotated[str, typer.Option(help="Benchmark id, as stored.")],
+    metric: Annotated[str | None, typer.Option(help="Metric (default: every stored one).")] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(help="Store path or sqlite:///PATH (default .badput/bench.sqlite)."),
+    ] = None,
+    output_format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+) -> None:
+    """A stored metric's history per hardware fingerprint, with change points.
+
+    Each change point lists the software attributes (torch, numpy, python...) that differ
+    across it. Exit codes: 0 shown, 2 a bad option or store URL, 3 nothing stored.
+
+    Example:
+        badput bench history --benchmark train_step --metric wall_s
+    """
+    from badput.bench.history import history
+    from badput.bench.store import Store
+
+    if output_format not in ("text", "json"):
+        raise UsageError("--format must be text or json")
+    with Store.open(store) as db:
+        metrics = [metric] if metric else db.metrics(benchmark)
+        found = {m: history(db, benchmark, m) for m in metrics}
+    if not any(found.values()):
+        which = f" metric {metric!r}" if metric else ""
+        sys.stderr.write(f"badput: error: nothing stored for benchmark {benchmark!r}{which}\n")
+        raise typer.Exit(3)
+    if output_format == "json":
+        doc = {
+            "schema": "badput.bench.history/1",
+            "benchmark": benchmark,
+            "metrics": {m: [s.as_dict() for s in series] for m, series in found.items()},
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    console = Console(soft_wrap=True)
+    for m, series in found.items():
+        for s in series:
+            unit = f" {s.unit}" if s.unit else ""
+            console.print(
+                Text(
+                    f"{benchmark} {m} on {s.label} ({s.environment_id[:19]}): "
+                    f"{len(s.points)} point(s), last {s.points[-1].value:.6g}{unit}"
+                ),
+            )
+            if s.note:
+                console.print(f"  {s.note}", style="dim")
+            elif not s.shifts:
+                console.print("  no change point", style="dim")
+            for sh in s.shifts:
+                c = sh.change
+                worse = (c.change < 0) == s.higher_is_better
+                soft = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in sh.software_diff.items())
+                console.print(
+                    Text(
+                        f"  {'regression' if worse else 'improvement'} at point {c.index} "
+                        f"(commit {sh.first_bad[:12] or '?'}, after {sh.last_good[:12] or '?'}): "
+                        f"{c.before:.6g} -> {c.after:.6g}{unit} ({100 * c.change:+.1f} %), "
+                        f"p={c.p_value:.3g}{'' if c.confirmed else ', unconfirmed'}; "
+                        f"software: {soft or 'unchanged'}",
+                        style="bold red" if worse else "green",
+                    )
+                )
