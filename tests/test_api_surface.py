@@ -121,6 +121,8 @@ def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     ]
     estimate = command.commands["estimate"]  # type: ignore[attr-defined]
     assert sorted(estimate.commands) == ["cost", "gpus", "infer", "memory", "train"]
+    bench = command.commands["bench"]  # type: ignore[attr-defined]
+    assert sorted(bench.commands) == ["ab", "check", "history", "ingest", "run"]
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"\banalyze\b", out)
