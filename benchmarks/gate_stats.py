@@ -1,0 +1,162 @@
+"""Statistical behaviour of `badput bench ab` on this machine: false positives and power.
+
+Runs many A/B trials of a CPU-bound command (each run prints its own work time as JSON):
+- A/A: the same command on both sides, half of the trials with a CPU burner in the
+  background: the share of trials that report a regression (or improvement) is the false
+  positive rate;
+- 10 % and 5 % slowdowns: the head does 10 % (5 %) more iterations; the share of trials that
+  report a regression is the power.
+Each trial is a full gate run with the default policy (10 rounds, up to 30 when
+inconclusive); power is also reported for the first look alone (10 rounds, no extension).
+Writes benchmarks/results/gate_stats.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from badput.bench.ab import Policy, Side, run_ab
+from badput.bench.stats import Decision
+
+HERE = Path(__file__).resolve().parent
+# The benchmark, with the round protocol of the design note (section 5.1): in each fresh
+# process one warm-up and then k = 5 timed iterations of a fixed CPU loop, the round's value
+# being their median, printed as JSON (so interpreter start-up does not dilute the effect and
+# one preempted iteration does not decide the round).
+WORK = (
+    "import sys,time,json,statistics;n=int(sys.argv[1])\n"
+    "def f():\n s=0\n for i in range(n): s+=i*i\n"
+    "f();ts=[]\n"
+    "for _ in range(5):\n t=time.perf_counter();f();ts.append(time.perf_counter()-t)\n"
+    "print(json.dumps({'work_s': statistics.median(ts)}))"
+)
+
+
+def command(iterations: int) -> str:
+    return f'{sys.executable} -c "{WORK}" {iterations}'
+
+
+def burner() -> subprocess.Popen[bytes]:
+    """A background process that keeps one core busy."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def trial(base_n: int, head_n: int, policy: Policy) -> tuple[Decision, int]:
+    result = run_ab(
+        [("loop", Side(command(base_n)), Side(command(head_n)))], policy, metrics=["work_s"]
+    )
+    (r,) = result.results
+    return r.decision, r.rounds
+
+
+def rate(decisions: list[Decision], what: set[Decision]) -> float:
+    return sum(d in what for d in decisions) / len(decisions)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--trials", type=int, default=60)
+    p.add_argument("--iterations", type=int, default=200_000, help="loop size (~10 ms)")
+    args = p.parse_args()
+    n = args.iterations
+    default = Policy()
+    first_look = Policy(max_rounds=10)
+    start = time.perf_counter()
+    rows = []
+
+    aa: list[Decision] = []
+    aa_rounds: list[int] = []
+    for i in range(args.trials):
+        hog = burner() if i % 2 else None
+        try:
+            d, r = trial(n, n, default)
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+        aa.append(d)
+        aa_rounds.append(r)
+    fp = rate(aa, {Decision.REGRESSION, Decision.IMPROVEMENT})
+    rows.append(
+        (
+            "A/A, same command (half with a CPU burner)",
+            args.trials,
+            fp,
+            rate(aa, {Decision.INCONCLUSIVE}),
+            sum(aa_rounds) / len(aa_rounds),
+            "false positives <= 2 %",
+            fp <= 0.02,
+        )
+    )
+
+    for pct, policy, label, target in (
+        (10, default, "10 % slower, default policy (10 rounds, up to 30)", None),
+        (10, first_look, "10 % slower, 10 rounds only", 0.90),
+        (5, default, "5 % slower, default policy", None),
+        (5, first_look, "5 % slower, 10 rounds only", None),
+    ):
+        got: list[Decision] = []
+        used: list[int] = []
+        for _ in range(args.trials):
+            d, r = trial(n, int(n * (1 + pct / 100)), policy)
+            got.append(d)
+            used.append(r)
+        power = rate(got, {Decision.REGRESSION})
+        rows.append(
+            (
+                label,
+                args.trials,
+                power,
+                rate(got, {Decision.INCONCLUSIVE}),
+                sum(used) / len(used),
+                f"detected >= {100 * target:.0f} %" if target else "reported",
+                power >= target if target else None,
+            )
+        )
+
+    lines = [
+        "# `badput bench ab`: false positives and power on this machine",
+        "",
+        f"Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}. Made by "
+        f"`.venv/bin/python benchmarks/gate_stats.py --trials {args.trials}` in "
+        f"{time.perf_counter() - start:,.0f} s.",
+        "",
+        f"Each trial is one gate run: base and head are `python -c <loop>`, a fresh process "
+        f"each round, interleaved A B / B A. Each run does one warm-up and 5 timed iterations "
+        f"of a {n:,}-iteration loop (about 10 ms each) and prints their median as `work_s`, "
+        "the metric judged. Default policy: alpha 0.01 (Holm; split over 3 looks), minimum "
+        "effect 5 %, 10 rounds, up to 30 when inconclusive.",
+        "",
+        "| trials | n | regression (or any change, for A/A) | inconclusive | mean rounds | "
+        "target | result |",
+        "|---|---:|---:|---:|---:|---|---|",
+    ]
+    for label, trials, share, inconclusive, rounds, target, ok in rows:
+        verdict = "–" if ok is None else ("PASS" if ok else "FAIL")
+        lines.append(
+            f"| {label} | {trials} | {100 * share:.1f} % | {100 * inconclusive:.1f} % | "
+            f"{rounds:.1f} | {target} | {verdict} |"
+        )
+    lines += [
+        "",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, {platform.platform()}.",
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    out = HERE / "results" / "gate_stats.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return 0 if all(ok is not False for *_, ok in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
