@@ -19,13 +19,13 @@ demo: $(STAMP)
 	$(BIN)/badput analyze $(DEMO_TRACE)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check --no-cache src tests benchmarks examples
+	$(BIN)/ruff format --no-cache --check src tests benchmarks examples
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff check --fix src tests benchmarks examples
 
 test: lint
 	$(BIN)/pytest

@@ -33,6 +33,7 @@ class SlowDataset(Dataset[torch.Tensor]):
 
 
 def main() -> None:
+    """Train the toy model; with --report, write the loop's own timings as JSON."""
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--data-ms", type=float, default=5.0)

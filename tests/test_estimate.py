@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from badput.estimate.hardware import lookup_gpu
 
 from badput.cli.app import main
 from badput.errors import UsageError
 from badput.estimate.flops import mfu, training_flops
+from badput.estimate.hardware import lookup_gpu
 from badput.estimate.memory import Recompute, estimate_memory
 
 REPO = Path(__file__).resolve().parents[1]
