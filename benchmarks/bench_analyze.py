@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import machine  # noqa: E402 (beside this script)
 import make_big_trace  # noqa: E402  (sits beside this script, not an installed module)
 
 VENV_PY = REPO / ".venv/bin/python"
@@ -224,18 +225,7 @@ def ensure_bench_venv() -> str:
 
 
 def machine_description() -> list[str]:
-    cpu_model = "unknown"
-    with open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    mem_gib = 0.0
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemTotal:"):
-                mem_gib = int(line.split()[1]) / 1024**2
-                break
+    cpu_model, mem_gib = machine.cpu_model(), machine.mem_gib()
     main_v = _pkg_versions(VENV_PY, ["badput", "msgspec", "numpy"])
     bench_v = _pkg_versions(BENCH_PY, ["holistictraceanalysis", "pandas", "numpy"])
     return [

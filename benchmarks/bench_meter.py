@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 import badput
+import machine
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results/meter.md"
@@ -343,18 +344,7 @@ def measure_training(pairs: int, tmp: Path) -> TrainResult:
 
 
 def machine_description(cpu: int) -> list[str]:
-    cpu_model = "unknown"
-    with open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    mem_gib = 0.0
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemTotal:"):
-                mem_gib = int(line.split()[1]) / 1024**2
-                break
+    cpu_model, mem_gib = machine.cpu_model(), machine.mem_gib()
     import torch
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())

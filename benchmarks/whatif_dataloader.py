@@ -58,6 +58,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import machine
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 BADPUT = REPO / ".venv/bin/badput"
@@ -587,18 +589,7 @@ def device_summary(analysis: dict[str, Any]) -> dict[str, float]:
 
 
 def machine_lines(exp: dict[str, Any]) -> list[str]:
-    cpu_model = "unknown"
-    with open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    mem_gib = 0.0
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemTotal:"):
-                mem_gib = int(line.split()[1]) / 1024**2
-                break
+    cpu_model, mem_gib = machine.cpu_model(), machine.mem_gib()
     return [
         f"- CPU: {cpu_model}, {os.cpu_count()} cores "
         f"({len(os.sched_getaffinity(0))} usable); RAM {mem_gib:.1f} GiB; "
