@@ -351,3 +351,45 @@ def test_gpus_table_lists_sources(capsys: pytest.CaptureFixture[str]) -> None:
     keys = {g["key"] for g in doc["gpus"]}  # type: ignore[union-attr]
     assert {"H800", "MI300X"} <= keys
     assert all(g["sources"] for g in doc["gpus"])  # type: ignore[union-attr]
+
+
+def test_meter_summary_goodput_feeds_mfu(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    summary = tmp_path / "meter.json"
+    summary.write_text(json.dumps({"goodput": 0.8, "badput_s": {"data_wait": 1.0}, "steps": 10}))
+    doc = run_json(
+        capsys,
+        "train",
+        "--params",
+        "1e9",
+        "--tokens",
+        "1e9",
+        "--gpu",
+        "H100",
+        "--gpus",
+        "8",
+        "--analysis",
+        str(summary),
+        "--kernel-efficiency",
+        "0.5",
+    )
+    assert doc["mfu"] == pytest.approx(0.4)
+    assert "goodput 0.800" in str(doc["mfu_source"])
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"goodput": None, "badput_s": {}, "steps": 0}))
+    err = run_error(
+        capsys,
+        "train",
+        "--params",
+        "1e9",
+        "--tokens",
+        "1e9",
+        "--gpu",
+        "H100",
+        "--analysis",
+        str(empty),
+        "--kernel-efficiency",
+        "0.5",
+    )
+    assert "no goodput yet" in err

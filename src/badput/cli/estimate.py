@@ -89,8 +89,19 @@ def _read_analysis(path: str) -> Any:
 
 
 def _goodput_of(path: str) -> float:
-    """Time-weighted goodput of a `badput analyze --format json` file."""
+    """Goodput of an analysis or of a meter summary file.
+
+    An analysis (`badput analyze --format json`) is time-weighted over its devices; a meter
+    summary (`Meter.summary()`, `badput run --out`) carries its goodput.
+    """
     doc = _read_analysis(path)
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not an analysis or a meter summary")
+    if "devices" not in doc and "badput_s" in doc:
+        goodput = doc.get("goodput")
+        if not isinstance(goodput, int | float) or goodput <= 0:
+            raise UsageError(f"{path}: the meter summary has no goodput yet")
+        return float(goodput)
     devices = [d for d in doc.get("devices", []) if d.get("goodput") is not None]
     window = sum(float(d["window_us"]) for d in devices)
     if window <= 0:
@@ -123,7 +134,8 @@ def train(
         float | None, typer.Option(help="Measured goodput; MFU = goodput x kernel efficiency.")
     ] = None,
     analysis: Annotated[
-        str | None, typer.Option(help="badput analyze JSON: its goodput, as --goodput.")
+        str | None,
+        typer.Option(help="badput analyze JSON or a meter summary: its goodput, as --goodput."),
     ] = None,
     kernel_efficiency: Annotated[
         float | None,
