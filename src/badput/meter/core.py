@@ -30,10 +30,6 @@ T = TypeVar("T")
 #: Badput categories every summary has, besides custom phase names.
 BUILTIN_CATEGORIES = ("data_wait", "checkpoint", "eval", "compile", "startup", "idle")
 
-# A step is an outlier for the "ideal step time" when it exceeds median + 3 MAD: the definition
-# of Google's ml-goodput-measurement library (ideal step time, "median + 3 * MAD" filter).
-_IDEAL_MADS = 3.0
-
 
 class MeterWarning(UserWarning):
     """Something inside the meter failed; the failing part is switched off, training goes on."""

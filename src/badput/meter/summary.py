@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 
 __all__ = ["build_summary", "step_stats_s"]
 
+# A step is an outlier for the "ideal step time" when it exceeds median + 3 MAD: the definition
+# of Google's ml-goodput-measurement library (ideal step time, "median + 3 * MAD" filter).
 _IDEAL_MADS = 3.0
 
 
