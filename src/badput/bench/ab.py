@@ -13,7 +13,7 @@ import json
 import math
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,10 +60,15 @@ class Policy:
 
 @dataclass(frozen=True)
 class Side:
-    """One side of the comparison: a command line, run through the shell."""
+    """One side of the comparison: a command line, run through the shell.
+
+    `cwd` and `env` (the whole environment, not additions) default to this process's.
+    """
 
     command: str
     timeout_s: float = 600.0
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -152,6 +157,8 @@ def _run_once(side: Side, name: str) -> dict[str, float]:
             text=True,
             timeout=side.timeout_s,
             check=False,
+            cwd=side.cwd,
+            env=dict(side.env) if side.env is not None else None,
         )
     except subprocess.TimeoutExpired:
         raise BenchmarkInfraError(f"{name}: `{side.command}` timed out") from None
