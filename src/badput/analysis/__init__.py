@@ -1,5 +1,15 @@
 """Pure analyses over a Trace; they return typed results and never print."""
 
+from badput.analysis.comm import (
+    COLLECTIVE_TYPES,
+    Collectives,
+    CollectiveStat,
+    bus_factor,
+    collective_stats,
+    collective_type,
+    collectives,
+    link_peak_gbps,
+)
 from badput.analysis.device import WindowSpec, analyze_trace
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.results import (
@@ -14,7 +24,10 @@ from badput.analysis.results import (
 )
 
 __all__ = [
+    "COLLECTIVE_TYPES",
     "Breakdown",
+    "CollectiveStat",
+    "Collectives",
     "CommSummary",
     "DeviceAnalysis",
     "IdleCauses",
@@ -25,4 +38,9 @@ __all__ = [
     "WindowSource",
     "WindowSpec",
     "analyze_trace",
+    "bus_factor",
+    "collective_stats",
+    "collective_type",
+    "collectives",
+    "link_peak_gbps",
 ]

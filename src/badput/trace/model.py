@@ -9,7 +9,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NO_ID", "EventKind", "FlowPhase", "Trace"]
+__all__ = ["NO_ID", "CommMeta", "EventKind", "FlowPhase", "Trace"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -52,6 +52,51 @@ class FlowPhase(IntEnum):
 
 
 @dataclass(frozen=True, eq=False)
+class CommMeta:
+    """NCCL metadata of the rows that carry it: a sparse side table of a `Trace`.
+
+    Newer Kineto traces (PyTorch 2.x, `saveNcclMeta` in `profiler_kineto.cpp`) put the
+    collective's parameters into the `args` of NCCL kernels and of the CPU ops that launch them:
+    `"Collective name"`, `"In msg nelems"`, `"Out msg nelems"`, `"Group size"`, `"dtype"`,
+    `"Process Group Name"`. Only rows with a `"Collective name"` are listed, in row order.
+
+    Attributes:
+        row: the Trace row of each entry, ascending.
+        collective: index into `strings` of `"Collective name"` (`"allreduce"`, `"send"`, ...).
+        in_nelems: `"In msg nelems"`, input elements; `NO_ID` when absent.
+        out_nelems: `"Out msg nelems"`, output elements; `NO_ID` when absent.
+        group_size: `"Group size"`, ranks in the process group; `NO_ID` when absent.
+        dtype: index into `strings` of `"dtype"` (a c10 ScalarType name, `"Float"`,
+            `"BFloat16"`, ...); `NO_ID` when absent.
+        process_group: index into `strings` of `"Process Group Name"`; `NO_ID` when absent.
+        strings: the interned string values.
+    """
+
+    row: I64
+    collective: I32
+    in_nelems: I64
+    out_nelems: I64
+    group_size: I64
+    dtype: I32
+    process_group: I32
+    strings: list[str]
+
+    def __len__(self) -> int:
+        """Number of rows with metadata."""
+        return int(self.row.shape[0])
+
+    @staticmethod
+    def empty() -> CommMeta:
+        """A table without rows."""
+        i64, i32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
+        return CommMeta(i64, i32, i64, i64, i64, i32, i32, [])
+
+    def string(self, index: int) -> str | None:
+        """The string of an index into `strings`; None for `NO_ID`."""
+        return self.strings[index] if index >= 0 else None
+
+
+@dataclass(frozen=True, eq=False)
 class Trace:
     """Events of one trace file as parallel columns (one row per event).
 
@@ -82,6 +127,8 @@ class Trace:
         rank: `distributedInfo.rank`, None when the trace has none.
         world_size: `distributedInfo.world_size`, None when the trace has none.
         gpu_names: device index -> GPU model name from `deviceProperties`.
+        comm_meta: NCCL metadata (`CommMeta`) of the rows whose args carry a
+            `"Collective name"`; None when no row does (traces before PyTorch 2.1).
         warnings: what the reader noticed but could read past (partial data, odd fields).
     """
 
@@ -106,6 +153,7 @@ class Trace:
     world_size: int | None = None
     gpu_names: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    comm_meta: CommMeta | None = None
 
     def __len__(self) -> int:
         """Number of rows."""
