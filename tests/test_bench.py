@@ -158,6 +158,30 @@ def test_rounds_interleave_after_a_warm_up() -> None:
     assert exit_code(result) == 1
 
 
+def test_alpha_is_spent_over_the_looks() -> None:
+    assert Policy().look_alphas() == pytest.approx([0.007, 0.0015, 0.0015])
+    assert sum(Policy(alpha=0.05, rounds=5, max_rounds=25).look_alphas()) == pytest.approx(0.05)
+    assert Policy(max_rounds=10).look_alphas() == [0.01]
+    assert Policy(first_look_share=0.5, max_rounds=20).look_alphas() == pytest.approx(
+        [0.005, 0.005]
+    )
+
+
+def test_first_look_tolerates_one_small_disagreeing_round() -> None:
+    # 10 rounds, 10 % slower, except one round where head was faster by the 4th-smallest
+    # margin: W+ = 55 - 4 = 51, exact p = 7/1024 = 0.0068 < 0.007 (the first look's level).
+    # An even split over three looks (0.0033) would have called this inconclusive.
+    d = [0.01, 0.02, 0.03, -0.04, 0.09, 0.10, 0.11, 0.12, 0.13, 0.14]
+    base = [1.0] * 10
+    head = [float(np.exp(x)) for x in d]
+    runner = FakeRunner(base[:1] + base, head[:1] + head)
+    result = run_ab([("b", Side("base"), Side("head"))], Policy(), metrics=["t"], runner=runner)
+    (r,) = result.results
+    assert result.looks == 1 and r.rounds == 10
+    assert r.p_value == pytest.approx(7 / 1024)
+    assert r.decision is Decision.REGRESSION
+
+
 def test_adaptive_rounds_when_inconclusive() -> None:
     rng = np.random.default_rng(5)
     noisy = list(1 + rng.normal(0, 0.08, 31))  # noise wider than the minimum effect
