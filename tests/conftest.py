@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -18,3 +22,49 @@ def shared_traces() -> Path:
             pytest.fail(f"real traces not found at {SHARED_TRACES}")
         pytest.skip(f"real traces not found at {SHARED_TRACES}")
     return SHARED_TRACES
+
+
+# A PostgreSQL server for the results-store tests: `.ci/postgres.sh` starts one on loopback and
+# prints this URL (a role that may create databases); each test gets a fresh database on it.
+PG_URL = os.environ.get("BADPUT_TEST_PG_URL", "")
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    def missing(why: str) -> NoReturn:
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+    if not PG_URL:
+        missing("BADPUT_TEST_PG_URL is not set (.ci/postgres.sh starts a server and prints it)")
+    try:
+        import psycopg
+    except ImportError:
+        missing("psycopg is not installed: pip install -e '.[postgres]'")
+    from badput.bench.store import redact
+
+    try:
+        psycopg.connect(PG_URL, connect_timeout=10).close()
+    except psycopg.Error as e:
+        pytest.fail(f"cannot connect to BADPUT_TEST_PG_URL={redact(PG_URL)}: {e}")
+    return PG_URL
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty results store: a SQLite path, or a new database on the test server."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "s.sqlite")
+        return
+    admin: str = request.getfixturevalue("pg_admin_url")
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

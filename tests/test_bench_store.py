@@ -1,4 +1,8 @@
-"""The results store (SQLite), its history and change points, and `bench ingest`/`history`."""
+"""The results store, its history and change points, and `bench ingest`/`history`.
+
+Tests that take `store_url` run against SQLite and against a real PostgreSQL server
+(`BADPUT_TEST_PG_URL`, started by `.ci/postgres.sh`; skipped without it, failed in CI).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ import os
 import random
 import signal
 import sqlite3
+import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -25,6 +31,7 @@ from badput.bench.store import (
     StoreInputError,
     environment_id,
     hardware_fingerprint,
+    redact,
     software_versions,
 )
 from badput.cli.app import main
@@ -120,15 +127,25 @@ def _meter_summary() -> dict[str, Any]:
     return summary
 
 
-def test_migrations_idempotent(tmp_path: Path) -> None:
-    path = tmp_path / "s.sqlite"
-    with Store.open(path) as s:
+def test_migrations_idempotent(store_url: str) -> None:
+    with Store.open(store_url) as s:
+        assert s.dialect == ("postgresql" if store_url.startswith("postgresql:") else "sqlite")
         assert s.schema_version() == MIGRATIONS[-1][0]
         assert s.migrate() == []
         s.record_values("b", "m", [1.0], hardware=HW, software=SOFT)
-    with Store.open(f"sqlite:///{path}") as s:
+    with Store.open(store_url) as s:
         assert s.migrate() == []
         assert s.count("run") == 1
+        rows = s._conn.execute("SELECT version FROM schema_migrations ORDER BY version")
+        assert [r[0] for r in rows] == [v for v, _ in MIGRATIONS]
+        assert s.integrity_ok()
+
+
+def test_sqlite_url_and_wal(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    with Store.open(f"sqlite:///{path}") as s:
+        assert s.dialect == "sqlite" and s.path == str(path)
+        s.record_values("b", "m", [1.0], hardware=HW, software=SOFT)
     con = sqlite3.connect(path)
     rows = con.execute("SELECT version FROM schema_migrations").fetchall()
     assert rows == [(v,) for v, _ in MIGRATIONS]
@@ -146,27 +163,65 @@ def test_default_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("postgresql://u:secret@db/x", "postgresql:// stores are not supported yet"),
-        ("postgres://db/x", "postgresql:// stores are not supported yet"),
-        ("postgresql+psycopg://db/x", "postgresql:// stores are not supported yet"),
-        ("mysql://db/x", "unknown store URL scheme 'mysql'"),
+        ("mysql://u:secret@db/x", "unknown store URL scheme 'mysql'"),
         ("sqlite://relative", "sqlite:///PATH"),
     ],
 )
 def test_bad_urls(url: str, message: str) -> None:
-    with pytest.raises(UsageError, match=message.replace("+", r"\+")) as e:
+    with pytest.raises(UsageError, match=message) as e:
         Store.open(url)
-    assert "secret" not in str(e.value)
+    assert "secret" not in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:secret@127.0.0.1:1/x", "postgresql://u@127.0.0.1:1/x"),
+        ("postgres://u:secret@127.0.0.1:1/x", "postgres://u@127.0.0.1:1/x"),
+        ("postgresql+psycopg://:secret@127.0.0.1:1/x", "postgresql+psycopg://127.0.0.1:1/x"),
+        ("postgresql://u@127.0.0.1:1/x?password=secret&sslmode=disable", "127.0.0.1:1/x?sslmode"),
+        ("postgresql://u:secret@127.0.0.1:notaport/x", "postgresql://u@127.0.0.1:notaport/x"),
+    ],
+)
+def test_unreachable_postgres(url: str, shown: str) -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(UsageError) as e:
+        Store.open(url)
+    message = str(e.value)
+    assert shown in message and "results store (" in message
+    assert "secret" not in message and "\n" not in message
+
+
+def test_postgres_without_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
+    with pytest.raises(UsageError) as e:
+        Store.open("postgresql://u:secret@127.0.0.1:1/x")
+    assert str(e.value) == (
+        "postgresql://u@127.0.0.1:1/x: a PostgreSQL store needs psycopg 3: "
+        "pip install 'badput[postgres]'"
+    )
+
+
+def test_redact() -> None:
+    assert redact("postgresql://u:p%40ss@h:5/db?password=x&a=b") == "postgresql://u@h:5/db?a=b"
+    assert redact("postgresql://h/db") == "postgresql://h/db"
+    assert redact("postgresql://u:p@ss@h/db") == "postgresql://u@h/db"
+
+
+def test_missing_postgres_database(pg_admin_url: str) -> None:
+    url = urlunsplit(urlsplit(pg_admin_url)._replace(path="/no_such_db_here"))
+    with pytest.raises(UsageError, match=r"/no_such_db_here: cannot connect .*does not exist"):
+        Store.open(url)
 
 
 def test_bad_url_through_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = tmp_path / "run.json"
     doc.write_text(json.dumps(_run_doc()))
-    assert main(["bench", "ingest", str(doc), "--store", "postgresql://u:pw@h/db"]) == 2
+    url = "postgresql://u:s3cret@127.0.0.1:1/db"
+    assert main(["bench", "ingest", str(doc), "--store", url]) == 2
     err = capsys.readouterr().err
-    assert err == (
-        "badput: error: postgresql:// stores are not supported yet; use a path or sqlite:///PATH\n"
-    )
+    assert err.startswith("badput: error: postgresql://u@127.0.0.1:1/db: ")
+    assert err.count("\n") == 1 and "s3cret" not in err
     assert main(["bench", "history", "--benchmark", "x", "--store", "ftp://h/x"]) == 2
     assert "unknown store URL scheme 'ftp'" in capsys.readouterr().err
 
@@ -182,8 +237,8 @@ def test_fingerprint_and_software_are_stable() -> None:
     assert "numpy" in soft and "badput" in soft
 
 
-def test_record_ab_round_trip(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.sqlite") as s:
+def test_record_ab_round_trip(store_url: str) -> None:
+    with Store.open(store_url) as s:
         base_id, head_id = s.record_ab(
             _ab_doc(), commit="head1", base_commit="base1", hardware=HW, software=SOFT
         )
@@ -213,8 +268,8 @@ def test_record_ab_round_trip(tmp_path: Path) -> None:
         assert v["params"]["rounds"] == 4 and v["method"] == "ab-wilcoxon-paired"
 
 
-def test_record_run_round_trip(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.sqlite") as s:
+def test_record_run_round_trip(store_url: str) -> None:
+    with Store.open(store_url) as s:
         run_id = s.record_run(_run_doc(), commit="c1", branch="main", hardware=HW, software=SOFT)
         (p,) = s.series("matmul[n=64]", "wall_s")
         assert (p.run_id, p.value, p.n_rounds, p.commit, p.branch) == (run_id, 0.2, 3, "c1", "main")
@@ -223,8 +278,8 @@ def test_record_run_round_trip(tmp_path: Path) -> None:
         assert s.count("result") == 2 and s.count("round_value") == 3
 
 
-def test_record_values_analysis_meter(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.sqlite") as s:
+def test_record_values_analysis_meter(store_url: str) -> None:
+    with Store.open(store_url) as s:
         s.record_values(
             "job", "goodput", [0.5, 0.7, 0.6], unit="ratio", higher_is_better=True, hardware=HW
         )
@@ -250,8 +305,8 @@ def test_record_values_analysis_meter(tmp_path: Path) -> None:
         )
 
 
-def test_malformed_documents_write_nothing(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.sqlite") as s:
+def test_malformed_documents_write_nothing(store_url: str) -> None:
+    with Store.open(store_url) as s:
         bad = _run_doc()
         bad["results"][0]["rounds"][1]["value"] = "fast"
         with pytest.raises(StoreInputError, match=r"rounds: 'value' has the wrong type"):
@@ -279,8 +334,8 @@ def _context() -> Any:
     return mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
 
 
-def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
-    path = str(tmp_path / "s.sqlite")
+def test_concurrent_writers_lose_nothing(store_url: str) -> None:
+    path = store_url
     Store.open(path).close()
     ctx = _context()
     procs = [ctx.Process(target=_writer, args=(path, w, 50)) for w in range(8)]
@@ -302,6 +357,23 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         assert s.integrity_ok()
 
 
+def _opener(url: str) -> None:
+    Store.open(url).close()
+
+
+def test_concurrent_first_opens_migrate_once(store_url: str) -> None:
+    ctx = _context()
+    procs = [ctx.Process(target=_opener, args=(store_url,)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with Store.open(store_url) as s:
+        rows = s._conn.execute("SELECT version FROM schema_migrations").fetchall()
+        assert sorted(r[0] for r in rows) == [v for v, _ in MIGRATIONS]
+
+
 def _stuck_writer(path: str, ready: str) -> None:
     s = Store.open(path)
     with s.transaction() as cur:
@@ -312,8 +384,8 @@ def _stuck_writer(path: str, ready: str) -> None:
         time.sleep(60)
 
 
-def test_writer_killed_mid_transaction(tmp_path: Path) -> None:
-    path = str(tmp_path / "s.sqlite")
+def test_writer_killed_mid_transaction(store_url: str, tmp_path: Path) -> None:
+    path = store_url
     ready = tmp_path / "ready"
     with Store.open(path) as s:
         s.record_values("ok", "wall_s", [1.0, 2.0], hardware=HW, software=SOFT)
@@ -355,8 +427,8 @@ def _planted(s: Store) -> None:
         )
 
 
-def test_history_finds_planted_step(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.sqlite") as s:
+def test_history_finds_planted_step(store_url: str) -> None:
+    with Store.open(store_url) as s:
         _planted(s)
         # A repeated commit is aggregated into one point.
         s.record_values(
@@ -377,8 +449,10 @@ def test_history_finds_planted_step(tmp_path: Path) -> None:
     assert other.shifts == [] and len(other.points) == 8
 
 
-def test_cli_ingest_and_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = str(tmp_path / "s.sqlite")
+def test_cli_ingest_and_history(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = store_url
     files = {
         "ab.json": _ab_doc(),
         "run.json": _run_doc(),
@@ -437,14 +511,19 @@ def test_cli_ingest_and_history(tmp_path: Path, capsys: pytest.CaptureFixture[st
     ],
 )
 def test_cli_ingest_malformed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, problem: str
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, problem: str
 ) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(_run_doc()))
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    store = str(tmp_path / "s.sqlite")
+    store = store_url
     assert main(["bench", "ingest", str(good), str(bad), "--store", store]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"badput: error: {bad}: ") and problem in err
-    assert not Path(store).exists()  # checked before anything was written
+    # Checked before anything was written (before the store was even opened).
+    if "://" in store:
+        with Store.open(store) as s:
+            assert s.count("run") == 0
+    else:
+        assert not Path(store).exists()

@@ -1,0 +1,292 @@
+"""Where a store lives: store URLs, and the two SQL dialects (SQLite, PostgreSQL).
+
+The store writes its SQL once, with ``?`` placeholders; a `Dialect` says what differs:
+placeholders, column types, how a write transaction starts, how concurrent migrations are
+serialized, and what an integrity check is. `connect` turns a store URL into a `Connection`
+whose cursors translate the SQL on the way through.
+
+PostgreSQL goes through psycopg 3, an optional extra (``pip install 'badput[postgres]'``),
+imported only when a PostgreSQL URL is opened. A server URL can hold a password: it is never
+shown; messages name the URL with the password taken out (`redact`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from badput.bench.store.schema import POSTGRES_TYPES, SQLITE_TYPES
+from badput.errors import UsageError
+
+__all__ = [
+    "DEFAULT_URL",
+    "POSTGRES",
+    "SQLITE",
+    "Connection",
+    "Cursor",
+    "Dialect",
+    "Target",
+    "connect",
+    "parse_url",
+    "redact",
+]
+
+DEFAULT_URL = ".badput/bench.sqlite"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+INSTALL_HINT = "pip install 'badput[postgres]'"
+#: Key of the advisory lock that serializes migrations on a PostgreSQL server ("badput").
+_MIGRATION_LOCK = 0x626164707574
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the SQL of two database engines.
+
+    Attributes:
+        name: "sqlite" or "postgresql".
+        types: Column types of the migrations' placeholders.
+        paramstyle: The driver's placeholder ("?" or "%s").
+        begin: Starts a write transaction (SQLite takes its write lock at once).
+        has_table: Returns a row when the table named by its one parameter exists.
+        migration_lock: Run first in the migration transaction to serialize migrators ("" none).
+    """
+
+    name: str
+    types: dict[str, str]
+    paramstyle: str
+    begin: str
+    has_table: str
+    migration_lock: str = ""
+
+    def sql(self, statement: str, *, with_params: bool) -> str:
+        """`statement` (written with ``?`` placeholders) in this dialect's paramstyle."""
+        if self.paramstyle == "?":
+            return statement
+        if with_params:
+            statement = statement.replace("%", "%%")
+        return statement.replace("?", self.paramstyle)
+
+
+SQLITE = Dialect(
+    "sqlite",
+    SQLITE_TYPES,
+    "?",
+    "BEGIN IMMEDIATE",
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+)
+POSTGRES = Dialect(
+    "postgresql",
+    POSTGRES_TYPES,
+    "%s",
+    "BEGIN",
+    "SELECT 1 WHERE to_regclass(?) IS NOT NULL",
+    migration_lock=f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})",
+)
+
+
+class Cursor:
+    """A driver cursor that takes the store's ``?`` SQL and returns plain tuples."""
+
+    def __init__(self, raw: Any, dialect: Dialect) -> None:
+        """Wrap a DB-API cursor."""
+        self._raw = raw
+        self._dialect = dialect
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
+        """Run one statement; returns this cursor (to fetch from)."""
+        if params is None:
+            self._raw.execute(self._dialect.sql(sql, with_params=False))
+        else:
+            self._raw.execute(self._dialect.sql(sql, with_params=True), tuple(params))
+        return self
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per row of parameters."""
+        if rows:
+            self._raw.executemany(self._dialect.sql(sql, with_params=True), rows)
+
+    def fetchone(self) -> Any:
+        """The next row, or None."""
+        return self._raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        """The remaining rows."""
+        return list(self._raw.fetchall())
+
+    @property
+    def columns(self) -> list[str]:
+        """Names of the result columns of the last query."""
+        return [d[0] for d in self._raw.description or ()]
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate over the remaining rows."""
+        return iter(self.fetchall())
+
+
+class Connection:
+    """An open database connection (autocommit; transactions are begun explicitly)."""
+
+    def __init__(self, raw: Any, dialect: Dialect, errors: tuple[type[Exception], ...]) -> None:
+        """Wrap a DB-API connection of `dialect`, whose driver raises `errors`."""
+        self.raw = raw
+        self.dialect = dialect
+        #: The driver's exception classes (for callers that turn them into messages).
+        self.errors = errors
+
+    def cursor(self) -> Cursor:
+        """A new cursor."""
+        return Cursor(self.raw.cursor(), self.dialect)
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
+        """Run one statement on a new cursor."""
+        return self.cursor().execute(sql, params)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.raw.close()
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed store URL.
+
+    Attributes:
+        dialect: Which engine.
+        location: What the driver opens: a SQLite path, or a libpq connection URL.
+        shown: How messages name it (a path, or the URL without its password).
+    """
+
+    dialect: Dialect
+    location: str
+    shown: str
+
+
+def redact(url: str) -> str:
+    """A server URL without its password (in the user part or a ``password=`` parameter)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}@{hostport}" if user else hostport
+    query = "&".join(
+        p for p in parts.query.split("&") if p and p.partition("=")[0].lower() != "password"
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
+
+
+def parse_url(url: str | os.PathLike[str] | None) -> Target:
+    """Which engine and what location a store URL names.
+
+    A path, ``sqlite:///PATH`` or None (for `DEFAULT_URL`) is a SQLite store;
+    ``postgresql://...`` or ``postgres://...`` (libpq URLs; a SQLAlchemy-style driver suffix
+    such as ``postgresql+psycopg://`` is accepted) a PostgreSQL one.
+
+    Raises:
+        UsageError: an unknown scheme or a malformed sqlite URL.
+    """
+    text = os.fspath(url) if url is not None else DEFAULT_URL
+    if not text:
+        text = DEFAULT_URL
+    if "://" not in text:
+        return Target(SQLITE, text, text)
+    scheme, _, rest = text.partition("://")
+    scheme = scheme.lower()
+    if scheme == "sqlite":
+        # sqlite:///relative/path, sqlite:////absolute/path (the SQLAlchemy convention).
+        if not rest.startswith("/") or rest == "/":
+            raise UsageError("a sqlite store URL is sqlite:///PATH (three slashes, then a path)")
+        return Target(SQLITE, rest[1:], rest[1:])
+    base = scheme.partition("+")[0]
+    if base in POSTGRES_SCHEMES:
+        return Target(POSTGRES, f"{base}://{rest}", redact(text))
+    # Only the scheme is echoed: the rest of a server URL can hold a password.
+    raise UsageError(
+        f"unknown store URL scheme {scheme!r}; use a path, sqlite:///PATH or postgresql://..."
+    )
+
+
+def _one_line(error: BaseException, secret: str | None) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else type(error).__name__
+    if secret:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _connect_sqlite(target: Target, timeout_s: float) -> Connection:
+    path = target.location
+    if path != ":memory:":
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"{path}: cannot create the store's directory ({e})") from None
+    try:
+        raw = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+        raw.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        raw.execute("PRAGMA journal_mode = WAL")
+        raw.execute("PRAGMA synchronous = NORMAL")
+        raw.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.DatabaseError as e:
+        raise UsageError(f"{path}: cannot open as a results store ({e})") from None
+    return Connection(raw, SQLITE, (sqlite3.DatabaseError,))
+
+
+def _connect_postgres(target: Target, timeout_s: float) -> Connection:
+    try:
+        import psycopg
+        from psycopg.types.string import TextLoader
+    except ImportError:
+        raise UsageError(
+            f"{target.shown}: a PostgreSQL store needs psycopg 3: {INSTALL_HINT}"
+        ) from None
+    extra: dict[str, Any] = {}
+    if "connect_timeout" not in target.location:
+        extra["connect_timeout"] = 10
+    try:
+        raw = psycopg.connect(target.location, autocommit=True, **extra)
+    except psycopg.Error as e:
+        reason = _one_line(e, _password(target.location))
+        raise UsageError(
+            f"{target.shown}: cannot connect to the results store ({reason})"
+        ) from None
+    # JSON columns come back as their text, as they do from SQLite.
+    raw.adapters.register_loader("jsonb", TextLoader)
+    raw.adapters.register_loader("json", TextLoader)
+    try:
+        # Like SQLite's busy timeout: how long a writer waits for a lock another one holds.
+        raw.execute(f"SET lock_timeout = {int(timeout_s * 1000)}")
+    except psycopg.Error as e:
+        raw.close()
+        reason = _one_line(e, _password(target.location))
+        raise UsageError(f"{target.shown}: cannot open as a results store ({reason})") from None
+    return Connection(raw, POSTGRES, (psycopg.Error,))
+
+
+def connect(target: Target, *, timeout_s: float = 60.0) -> Connection:
+    """Open a connection to the store at `target`.
+
+    Raises:
+        UsageError: the database cannot be opened or reached, or its driver is not installed.
+    """
+    if target.dialect is POSTGRES:
+        return _connect_postgres(target, timeout_s)
+    return _connect_sqlite(target, timeout_s)
+
+
+def describe_error(target: Target, error: BaseException) -> str:
+    """A one-line message for a driver error while opening `target` (no password in it)."""
+    secret = _password(target.location) if target.dialect is POSTGRES else None
+    return f"{target.shown}: cannot open as a results store ({_one_line(error, secret)})"
