@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -30,8 +32,38 @@ bench_app = typer.Typer(
 
 @bench_app.command()
 def ab(
-    base: Annotated[str, typer.Option(help="Base command (one round = one run).")],
-    head: Annotated[str, typer.Option(help="Head command.")],
+    base: Annotated[str | None, typer.Option(help="Base command (one round = one run).")] = None,
+    head: Annotated[str | None, typer.Option(help="Head command.")] = None,
+    base_ref: Annotated[
+        str | None,
+        typer.Option(help="Git ref of the base side (instead of --base): installed on its own."),
+    ] = None,
+    head_ref: Annotated[
+        str | None, typer.Option(help="Git ref of the head side (instead of --head).")
+    ] = None,
+    command: Annotated[
+        str | None,
+        typer.Option(help="With --base-ref/--head-ref: the command run in each checkout."),
+    ] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(help="With refs: the project directory in its git repository (default .)."),
+    ] = None,
+    install_args: Annotated[
+        list[str] | None,
+        typer.Option(
+            help='With refs: extra pip install arguments, e.g. --install-args="--no-deps".'
+        ),
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option(help="With refs: interpreter that creates the venvs.")
+    ] = None,
+    system_site_packages: Annotated[
+        bool, typer.Option(help="With refs: the venvs see that interpreter's site-packages.")
+    ] = False,
+    merge_base: Annotated[
+        bool, typer.Option(help="With refs: the base is the merge base of the two refs.")
+    ] = False,
     name: Annotated[str, typer.Option(help="Benchmark name.")] = "command",
     rounds: Annotated[int, typer.Option(help="Rounds in the first look.")] = 10,
     max_rounds: Annotated[
@@ -54,18 +86,40 @@ def ab(
     json_out: Annotated[str | None, typer.Option("--json", help="Write the JSON verdict.")] = None,
     junit: Annotated[str | None, typer.Option(help="Write JUnit XML.")] = None,
     markdown: Annotated[str | None, typer.Option(help="Write a Markdown table.")] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(help="Also record both sides in this results store (path or URL)."),
+    ] = None,
 ) -> None:
-    """Compare two commands in interleaved rounds; exit 1 on a regression.
+    """Compare two commands, or one command at two git refs, in interleaved rounds.
 
-    Exit codes: 0 pass, 1 regression, 2 usage error, 3 a command failed or nothing ran,
-    4 inconclusive with --fail-on-inconclusive.
+    With --base-ref/--head-ref, each ref is checked out into its own temporary worktree and
+    pip-installed into its own venv; --command then runs in the checkout with that venv on
+    PATH. Exit codes: 0 pass, 1 regression, 2 usage error (an unknown ref, a bad store URL),
+    3 a command, checkout or install failed, or nothing ran, 4 inconclusive with
+    --fail-on-inconclusive.
 
-    Example:
+    Examples:
         badput bench ab --base "python bench.py" --head "python bench_new.py" --json ab.json
+        badput bench ab --base-ref main --head-ref HEAD --merge-base --command "python bench.py"
     """
     from badput.bench.ab import BenchmarkInfraError, Policy, Side, exit_code, run_ab
     from badput.report.bench_report import render_ab, to_json, to_junit, to_markdown
 
+    refs_mode = _ab_mode(
+        base=base,
+        head=head,
+        base_ref=base_ref,
+        head_ref=head_ref,
+        command=command,
+        git_only={
+            "--repo": repo is not None,
+            "--install-args": bool(install_args),
+            "--python": python is not None,
+            "--system-site-packages": system_site_packages,
+            "--merge-base": merge_base,
+        },
+    )
     if rounds < 2:
         raise UsageError("--rounds must be at least 2")
     top = max_rounds if max_rounds is not None else 3 * rounds
@@ -73,6 +127,7 @@ def ab(
         raise UsageError("--max-rounds must be at least --rounds")
     if not 0 < alpha < 1 or not 0 <= min_effect < 1:
         raise UsageError("--alpha must be in (0, 1) and --min-effect in [0, 1)")
+    pip_args = [a for chunk in install_args or () for a in shlex.split(chunk)]
     policy = Policy(
         alpha=alpha,
         min_effect=min_effect,
@@ -82,17 +137,44 @@ def ab(
         higher_is_better=frozenset(higher_is_better or ()),
         seed=seed,
     )
+    if store is not None:
+        _check_store(store)  # a bad URL fails now, not after the rounds
     err = Console(stderr=True)
+    commits = {"base": "", "head": ""}
+    notes: list[str] = []
     try:
-        result = run_ab(
-            [(name, Side(base), Side(head))],
-            policy,
-            metrics=metric or None,
-            progress=lambda line: err.print(line, style="dim") if err.is_terminal else None,
-        )
+        with contextlib.ExitStack() as stack:
+            if refs_mode:
+                from badput.bench.gitrefs import checkouts
+
+                assert base_ref is not None and head_ref is not None and command is not None
+                b, h = stack.enter_context(
+                    checkouts(
+                        repo or ".",
+                        [("base", base_ref), ("head", head_ref)],
+                        install_args=pip_args,
+                        python=python,
+                        system_site_packages=system_site_packages,
+                        use_merge_base=merge_base,
+                        progress=lambda line: err.print(line, style="dim", highlight=False),
+                    )
+                )
+                sides = (b.side(command), h.side(command))
+                commits = {"base": b.commit, "head": h.commit}
+                notes = [f"{c.label}: {c.ref} = {c.commit}" for c in (b, h)]
+            else:
+                assert base is not None and head is not None
+                sides = (Side(base), Side(head))
+            result = run_ab(
+                [(name, *sides)],
+                policy,
+                metrics=metric or None,
+                progress=lambda line: err.print(line, style="dim") if err.is_terminal else None,
+            )
     except BenchmarkInfraError as e:
         sys.stderr.write(f"badput: error: {e}\n")
         raise typer.Exit(3) from None
+    result.notes.extend(notes)
     for path, text in (
         (json_out, to_json(result)),
         (junit, to_junit(result)),
@@ -103,8 +185,70 @@ def ab(
                 f.write(text)
     render_ab(result, Console())
     code = exit_code(result)
+    if store is not None and result.results:
+        code = _record_ab(store, result.as_dict(), commits, code)
     if code:
         raise typer.Exit(code)
+
+
+def _ab_mode(
+    *,
+    base: str | None,
+    head: str | None,
+    base_ref: str | None,
+    head_ref: str | None,
+    command: str | None,
+    git_only: dict[str, bool],
+) -> bool:
+    """Whether `bench ab` compares git refs (True) or two commands (False).
+
+    Raises:
+        UsageError: the options mix the two modes, or leave one half-given.
+    """
+    commands = base is not None or head is not None
+    refs = base_ref is not None or head_ref is not None
+    if commands and refs:
+        raise UsageError(
+            "give --base/--head (two commands) or --base-ref/--head-ref (two git refs), not both"
+        )
+    if refs:
+        if base_ref is None or head_ref is None:
+            raise UsageError("git-refs mode needs both --base-ref and --head-ref")
+        if command is None:
+            raise UsageError("git-refs mode needs --command, the benchmark run in each checkout")
+        return True
+    if base is None or head is None:
+        raise UsageError(
+            "give --base and --head (two commands), or --base-ref, --head-ref and --command"
+        )
+    extra = [opt for opt, given in {"--command": command is not None, **git_only}.items() if given]
+    if extra:
+        raise UsageError(f"{', '.join(extra)} only go with --base-ref/--head-ref")
+    return False
+
+
+def _check_store(url: str) -> None:
+    """Open the store once (creating it if need be), so that a bad URL fails before the run."""
+    from badput.bench.store import Store
+
+    Store.open(url).close()
+
+
+def _record_ab(url: str, doc: dict[str, object], commits: dict[str, str], code: int) -> int:
+    """Record an A/B verdict in the store; the exit code, 3 if recording failed."""
+    import sqlite3
+
+    from badput.bench.store import Store
+    from badput.errors import BadputError
+
+    try:
+        with Store.open(url) as db:
+            db.record_ab(doc, commit=commits["head"], base_commit=commits["base"])
+    except (BadputError, sqlite3.Error) as e:
+        sys.stderr.write(f"badput: error: could not record the verdict in the store: {e}\n")
+        return code or 3
+    Console(stderr=True).print("recorded base and head runs in the store", style="dim")
+    return code
 
 
 @bench_app.command("run")
