@@ -12,6 +12,15 @@ from badput.analysis.comm import (
 )
 from badput.analysis.device import WindowSpec, analyze_trace
 from badput.analysis.intervals import IntervalSet
+from badput.analysis.ranks import (
+    CollectiveWait,
+    CrossRank,
+    Extreme,
+    RankSummary,
+    Straggler,
+    cross_rank,
+    summarize_rank,
+)
 from badput.analysis.results import (
     Breakdown,
     CommSummary,
@@ -27,13 +36,18 @@ __all__ = [
     "COLLECTIVE_TYPES",
     "Breakdown",
     "CollectiveStat",
+    "CollectiveWait",
     "Collectives",
     "CommSummary",
+    "CrossRank",
     "DeviceAnalysis",
+    "Extreme",
     "IdleCauses",
     "IntervalSet",
     "KernelStat",
+    "RankSummary",
     "StepResult",
+    "Straggler",
     "Timeline",
     "WindowSource",
     "WindowSpec",
@@ -42,5 +56,7 @@ __all__ = [
     "collective_stats",
     "collective_type",
     "collectives",
+    "cross_rank",
     "link_peak_gbps",
+    "summarize_rank",
 ]
