@@ -164,6 +164,7 @@ def test_default_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ("url", "message"),
     [
         ("mysql://u:secret@db/x", "unknown store URL scheme 'mysql'"),
+        ("postgresql://u:secret@[::1/x", "malformed postgresql:// store URL"),
         ("sqlite://relative", "sqlite:///PATH"),
     ],
 )

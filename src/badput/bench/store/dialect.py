@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from badput.bench.store.schema import POSTGRES_TYPES, SQLITE_TYPES
 from badput.errors import UsageError
@@ -32,6 +32,7 @@ __all__ = [
     "Dialect",
     "Target",
     "connect",
+    "describe_error",
     "parse_url",
     "redact",
 ]
@@ -180,11 +181,13 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-def _password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
+def _secrets(url: str) -> list[str]:
+    """The password of a server URL, as written and decoded (to scrub from messages)."""
+    parts = urlsplit(url)
+    found = [v for k, v in parse_qsl(parts.query) if k.lower() == "password"]
+    if parts.password:
+        found += [parts.password, unquote(parts.password)]
+    return [f for f in found if f]
 
 
 def parse_url(url: str | os.PathLike[str] | None) -> Target:
@@ -211,17 +214,23 @@ def parse_url(url: str | os.PathLike[str] | None) -> Target:
         return Target(SQLITE, rest[1:], rest[1:])
     base = scheme.partition("+")[0]
     if base in POSTGRES_SCHEMES:
-        return Target(POSTGRES, f"{base}://{rest}", redact(text))
+        try:
+            shown = redact(text)
+        except ValueError:  # an unbalanced [ in the host, say
+            raise UsageError(
+                f"malformed {base}:// store URL; the form is {base}://USER@HOST:PORT/DATABASE"
+            ) from None
+        return Target(POSTGRES, f"{base}://{rest}", shown)
     # Only the scheme is echoed: the rest of a server URL can hold a password.
     raise UsageError(
         f"unknown store URL scheme {scheme!r}; use a path, sqlite:///PATH or postgresql://..."
     )
 
 
-def _one_line(error: BaseException, secret: str | None) -> str:
+def _one_line(error: BaseException, secrets: Sequence[str] = ()) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     text = lines[0] if lines else type(error).__name__
-    if secret:
+    for secret in secrets:
         text = text.replace(secret, "***")
     return text
 
@@ -258,7 +267,7 @@ def _connect_postgres(target: Target, timeout_s: float) -> Connection:
     try:
         raw = psycopg.connect(target.location, autocommit=True, **extra)
     except psycopg.Error as e:
-        reason = _one_line(e, _password(target.location))
+        reason = _one_line(e, _secrets(target.location))
         raise UsageError(
             f"{target.shown}: cannot connect to the results store ({reason})"
         ) from None
@@ -270,7 +279,7 @@ def _connect_postgres(target: Target, timeout_s: float) -> Connection:
         raw.execute(f"SET lock_timeout = {int(timeout_s * 1000)}")
     except psycopg.Error as e:
         raw.close()
-        reason = _one_line(e, _password(target.location))
+        reason = _one_line(e, _secrets(target.location))
         raise UsageError(f"{target.shown}: cannot open as a results store ({reason})") from None
     return Connection(raw, POSTGRES, (psycopg.Error,))
 
@@ -288,5 +297,5 @@ def connect(target: Target, *, timeout_s: float = 60.0) -> Connection:
 
 def describe_error(target: Target, error: BaseException) -> str:
     """A one-line message for a driver error while opening `target` (no password in it)."""
-    secret = _password(target.location) if target.dialect is POSTGRES else None
-    return f"{target.shown}: cannot open as a results store ({_one_line(error, secret)})"
+    secrets = _secrets(target.location) if target.dialect is POSTGRES else []
+    return f"{target.shown}: cannot open as a results store ({_one_line(error, secrets)})"
