@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import subprocess
@@ -27,20 +28,21 @@ from badput.bench.stats import Decision
 
 HERE = Path(__file__).resolve().parent
 # The benchmark, with the round protocol of the design note (section 5.1): in each fresh
-# process one warm-up and then k = 5 timed iterations of a fixed CPU loop, the round's value
-# being their median, printed as JSON (so interpreter start-up does not dilute the effect and
-# one preempted iteration does not decide the round).
+# process one warm-up and then k timed iterations of a fixed CPU loop (a round of 50-200 ms),
+# the round's value being their median, printed as JSON (so interpreter start-up does not
+# dilute the effect and a few preempted iterations do not decide the round).
 WORK = (
-    "import sys,time,json,statistics;n=int(sys.argv[1])\n"
+    "import sys,time,json,statistics;n=int(sys.argv[1]);k=int(sys.argv[2])\n"
     "def f():\n s=0\n for i in range(n): s+=i*i\n"
     "f();ts=[]\n"
-    "for _ in range(5):\n t=time.perf_counter();f();ts.append(time.perf_counter()-t)\n"
+    "for _ in range(k):\n t=time.perf_counter();f();ts.append(time.perf_counter()-t)\n"
     "print(json.dumps({'work_s': statistics.median(ts)}))"
 )
+PER_ROUND = 15
 
 
 def command(iterations: int) -> str:
-    return f'{sys.executable} -c "{WORK}" {iterations}'
+    return f'{sys.executable} -c "{WORK}" {iterations} {PER_ROUND}'
 
 
 def burner() -> subprocess.Popen[bytes]:
@@ -48,11 +50,15 @@ def burner() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
+RAW: list[dict[str, object]] = []
+
+
 def trial(base_n: int, head_n: int, policy: Policy) -> tuple[Decision, int]:
     result = run_ab(
         [("loop", Side(command(base_n)), Side(command(head_n)))], policy, metrics=["work_s"]
     )
     (r,) = result.results
+    RAW.append({"base_n": base_n, "head_n": head_n, "base": r.base, "head": r.head})
     return r.decision, r.rounds
 
 
@@ -129,10 +135,12 @@ def main() -> int:
         f"{time.perf_counter() - start:,.0f} s.",
         "",
         f"Each trial is one gate run: base and head are `python -c <loop>`, a fresh process "
-        f"each round, interleaved A B / B A. Each run does one warm-up and 5 timed iterations "
-        f"of a {n:,}-iteration loop (about 10 ms each) and prints their median as `work_s`, "
-        "the metric judged. Default policy: alpha 0.01 (Holm; split over 3 looks), minimum "
-        "effect 5 %, 10 rounds, up to 30 when inconclusive.",
+        f"each round, interleaved A B / B A. Each run does one warm-up and {PER_ROUND} timed "
+        f"iterations of a {n:,}-iteration loop (about 10 ms each) and prints their median as "
+        "`work_s`, "
+        "the metric judged. Default policy: alpha 0.01 (Holm) spent over 3 looks as "
+        f"{', '.join(f'{a:g}' for a in default.look_alphas())}, minimum effect 5 %, 10 "
+        "rounds, up to 30 when inconclusive. '10 rounds only' is one look at alpha 0.01.",
         "",
         "| trials | n | regression (or any change, for A/A) | inconclusive | mean rounds | "
         "target | result |",
@@ -155,6 +163,9 @@ def main() -> int:
     out = HERE / "results" / "gate_stats.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
+    raw = HERE / "work" / "gate_stats_raw.json"  # every trial's round values, for a re-analysis
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(RAW))
     return 0 if all(ok is not False for *_, ok in rows) else 1
 
 
