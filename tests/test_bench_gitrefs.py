@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -298,3 +299,19 @@ def test_pip_error_line_skips_boilerplate() -> None:
     proc = subprocess.CompletedProcess(["pip"], 1, stdout="", stderr=out)
     assert _last_line(proc) == "error: invalid command 'bdist_wheel'"
     assert _last_line(subprocess.CompletedProcess(["x"], 2, "", "")) == "exit code 2"
+
+
+def test_store_failure_after_the_run_exits_3_and_keeps_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def locked(*_args: object, **_kwargs: object) -> list[str]:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(Store, "record_ab", locked)
+    out = tmp_path / "ab.json"
+    args = ["--base", "true", "--head", "true", "--rounds", "2", "--max-rounds", "2"]
+    code = main(["bench", "ab", *args, "--json", str(out), "--store", str(tmp_path / "s.db")])
+    assert code == 3
+    assert json.loads(out.read_text())["results"]  # the verdict was written first
+    err = capsys.readouterr().err
+    assert "could not record the verdict in the store: OperationalError: database is locked" in err

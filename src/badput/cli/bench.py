@@ -235,20 +235,26 @@ def _check_store(url: str) -> None:
 
 
 def _record_ab(url: str, doc: dict[str, object], commits: dict[str, str], code: int) -> int:
-    """Record an A/B verdict in the store; the exit code, 3 if recording failed."""
-    import sqlite3
+    """Record an A/B verdict in the store; the exit code, 3 if recording failed.
 
+    The verdict's outputs are written by then, so a store that fails now (locked, gone away)
+    costs the record, not the run.
+    """
     from badput.bench.store import Store
     from badput.errors import BadputError
 
     try:
         with Store.open(url) as db:
             db.record_ab(doc, commit=commits["head"], base_commit=commits["base"])
-    except (BadputError, sqlite3.Error) as e:
-        sys.stderr.write(f"badput: error: could not record the verdict in the store: {e}\n")
-        return code or 3
-    Console(stderr=True).print("recorded base and head runs in the store", style="dim")
-    return code
+    except BadputError as e:
+        why = str(e)
+    except Exception as e:  # the database driver's errors (sqlite3, psycopg)
+        why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+    else:
+        Console(stderr=True).print("recorded base and head runs in the store", style="dim")
+        return code
+    sys.stderr.write(f"badput: error: could not record the verdict in the store: {why}\n")
+    return code or 3
 
 
 @bench_app.command("run")
