@@ -73,6 +73,8 @@ def test_slow_rank_is_the_straggler(slow3: tuple[RankSet, list[RankSummary]]) ->
     assert all(w.lateness_ns == X_US * US and w.wait_ns == 7 * X_US * US for w in cross.waits)
     assert cross.scores == {r: (1.375 if r == 3 else 1.0) for r in range(8)}
     assert cross.step_ns == 2000 * US
+    assert cross.per_step_ns[3]["compute"] == (800 + X_US) * US
+    assert cross.per_step_ns[0]["compute"] == 800 * US
 
 
 def test_wait_matches_construction_with_jitter(tmp_path: Path) -> None:
@@ -178,7 +180,7 @@ def test_single_rank(slow3: tuple[RankSet, list[RankSummary]]) -> None:
     assert cross.stragglers == () and cross.waits == () and cross.matching == "none"
     assert cross.scores == {3: 1.0}
     assert {e.category for e in cross.extremes} >= {"goodput", "comm_total", "step_time"}
-    assert cross_rank([]) == CrossRank((), {}, (), {}, (), {}, (), {}, {}, {}, None, "none", ())
+    assert cross_rank([]) == CrossRank((), {}, (), {}, (), {}, (), {}, {}, {}, None, {}, "none", ())
 
 
 def test_rank_without_collectives(slow3: tuple[RankSet, list[RankSummary]]) -> None:

@@ -235,6 +235,8 @@ class CrossRank:
         last_count: matched collectives each aligned rank arrived last at.
         wait_caused_ns: wait each aligned rank caused (see `Straggler`).
         step_ns: median over ranks of their median step (the window without steps).
+        per_step_ns: each rank's mean time per step (the window without steps) in compute,
+            communication (exposed), memory and each idle cause (`idle_runtime`, ...).
         matching: how collectives were matched: "steps", "sequence" or "none".
         warnings: what a reader of the numbers should know.
     """
@@ -250,6 +252,7 @@ class CrossRank:
     last_count: dict[int, int]
     wait_caused_ns: dict[int, int]
     step_ns: float | None
+    per_step_ns: dict[int, dict[str, float]]
     matching: str
     warnings: tuple[str, ...]
 
@@ -318,6 +321,21 @@ def _extremes(by_rank: dict[int, RankSummary]) -> tuple[Extreme, ...]:
         med = float(statistics.median(v for v, _ in values))
         out.append(Extreme(name, lo[0], lo[1], med, hi[0], hi[1]))
     return tuple(out)
+
+
+def _per_step(s: RankSummary) -> dict[str, float]:
+    n = max(1, len(s.step_dur_ns))
+    b, c = s.breakdown, s.idle_causes
+    parts = {
+        "compute": b.compute_ns,
+        "communication": b.communication_ns,
+        "memory": b.memory_ns,
+        "idle_runtime": c.runtime_ns,
+        "idle_dataloader": c.dataloader_ns,
+        "idle_cpu": c.cpu_ns,
+        "idle_other": c.other_ns,
+    }
+    return {k: v / n for k, v in parts.items()}
 
 
 def _scores(by_rank: dict[int, RankSummary]) -> dict[int, float]:
@@ -558,6 +576,7 @@ def cross_rank(summaries: Sequence[RankSummary]) -> CrossRank:
         last_count=last_count,
         wait_caused_ns=caused,
         step_ns=step_ns,
+        per_step_ns={r: _per_step(by_rank[r]) for r in ranks},
         matching=matching,
         warnings=tuple(warnings),
     )
