@@ -369,6 +369,37 @@ class TraceBuilder:
     def kernel(self, name: str, start: int, end: int, **kw: Any) -> dict[str, Any]:
         return self.gpu("kernel", name, start, end, **kw)
 
+    def nccl_metadata(
+        self,
+        event: dict[str, Any],
+        collective: str,
+        *,
+        in_nelems: int,
+        out_nelems: int | None = None,
+        group_size: int,
+        dtype: str = "Float",
+        process_group: str = "0",
+    ) -> dict[str, Any]:
+        """Add the NCCL metadata newer Kineto traces carry to an event's args; returns it.
+
+        The keys and value types are Kineto's (PyTorch `saveNcclMeta`): `"Collective name"`
+        (c10d's name: `allreduce`, `_allgather_base`, `all_to_allv`, `send`, ...), `"In msg
+        nelems"` and `"Out msg nelems"` (ints; out defaults to in), `"Group size"`, `"dtype"`
+        (a c10 ScalarType name), process group name/description/ranks, split sizes (strings).
+        """
+        args = event.setdefault("args", {})
+        args["Collective name"] = collective
+        args["In msg nelems"] = in_nelems
+        args["Out msg nelems"] = in_nelems if out_nelems is None else out_nelems
+        args["Group size"] = group_size
+        args["dtype"] = dtype
+        args["In split size"] = "[]"
+        args["Out split size"] = "[]"
+        args["Process Group Name"] = process_group
+        args["Process Group Description"] = "default_pg"
+        args["Process Group Ranks"] = str(list(range(group_size)))
+        return event
+
     def memcpy(
         self, start: int, end: int, *, name: str = "Memcpy HtoD (Pageable -> Device)", **kw: Any
     ) -> dict[str, Any]:

@@ -40,7 +40,22 @@ def _resolved(trace: Trace) -> dict[str, object]:
     out: dict[str, object] = {c: getattr(trace, c) for c in COLUMNS}
     out["names"] = [trace.names[i] for i in trace.name_id.tolist()]
     out["labels"] = sorted(trace.labels)
+    out["comm_meta"] = comm_meta_rows(trace)
     return out
+
+
+def comm_meta_rows(trace: Trace) -> list[tuple[object, ...]] | None:
+    """The NCCL metadata side table as plain tuples, strings resolved."""
+    m = trace.comm_meta
+    if m is None:
+        return None
+    return [
+        (r, m.string(c), i, o, g, m.string(d), m.string(p))
+        for r, c, i, o, g, d, p in zip(m.row.tolist(), m.collective.tolist(),
+                                       m.in_nelems.tolist(), m.out_nelems.tolist(),
+                                       m.group_size.tolist(), m.dtype.tolist(),
+                                       m.process_group.tolist(), strict=True)
+    ]  # fmt: skip
 
 
 def assert_same(a: Trace, b: Trace) -> None:
@@ -49,6 +64,7 @@ def assert_same(a: Trace, b: Trace) -> None:
         assert np.array_equal(ra[key], rb[key]), key  # type: ignore[arg-type]
     assert ra["names"] == rb["names"]
     assert ra["labels"] == rb["labels"]
+    assert ra["comm_meta"] == rb["comm_meta"]
     assert (a.rank, a.world_size, a.gpu_names, a.warnings) == (
         b.rank,
         b.world_size,
@@ -107,6 +123,13 @@ _args = st.fixed_dictionaries(
         "Device Id": st.integers(-1, 7),
         "Device Type": st.integers(0, 1),
         "memory bandwidth (GB/s)": st.floats(0, 1e3, allow_nan=False),
+        # NCCL metadata, in the types Kineto writes and in others both paths must judge alike.
+        "Collective name": st.sampled_from(["allreduce", "all_to_allv", "", "allgathé", 3, None]),
+        "In msg nelems": st.one_of(st.integers(0, 2**40), st.sampled_from(["12", 2.0, None])),
+        "Out msg nelems": st.integers(0, 2**40),
+        "Group size": st.one_of(st.integers(1, 64), st.just("8")),
+        "dtype": st.sampled_from(["Float", "BFloat16", 4]),
+        "Process Group Name": st.sampled_from(["0", "1", 7]),
     },
 )
 

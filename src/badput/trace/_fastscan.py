@@ -27,17 +27,24 @@ _COLUMNS = (
     "phase", "cat", "name", "pid", "pid_label", "tid", "tid_label", "ts", "has_ts", "dur",
     "has_dur", "id", "id_label", "device", "stream", "correlation", "ext", "ext_lower",
     "bytes", "alloc_bytes", "total_allocated", "total_reserved", "device_id", "device_type",
+    "meta_row", "meta_off", "meta_len",
 )  # fmt: skip
+# The meta_* columns are sparse: one entry per kept row whose args hold "Collective name".
 
 
 @dataclass(frozen=True)
 class Scanned:
-    """Columns of one scanned piece, with the piece's own string and label tables."""
+    """Columns of one scanned piece, with the piece's own string and label tables.
+
+    `meta_args` holds the JSON text of the args of the rows in the `meta_row` column (those
+    with NCCL metadata), for the caller to decode.
+    """
 
     raw: dict[str, bytes]
     strings: list[str]
     labels: list[str]
     seen: int
+    meta_args: list[bytes]
 
     def column(self, key: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
         """A read-only view of one column."""
@@ -58,9 +65,18 @@ def scan(array_text: bytes | memoryview) -> Scanned | None:
     if result is None:
         return None
     n = len(_COLUMNS)
+    if len(result) != n + 3:
+        return None  # a stale build of _scan.c: the complete decoder reads it right
     try:
         strings = [_text(b) for b in result[n]]
         labels = [_text(b) for b in result[n + 1]]
     except (UnicodeDecodeError, msgspec.DecodeError):
         return None  # the complete decoder reports it
-    return Scanned(dict(zip(_COLUMNS, result[:n], strict=True)), strings, labels, result[n + 2])
+    raw = dict(zip(_COLUMNS, result[:n], strict=True))
+    meta_args: list[bytes] = []
+    if raw["meta_off"]:
+        offsets = np.frombuffer(raw["meta_off"], dtype=np.int64).tolist()
+        lengths = np.frombuffer(raw["meta_len"], dtype=np.int64).tolist()
+        with memoryview(array_text) as view:  # released here: the caller's buffer may regrow
+            meta_args = [bytes(view[o : o + k]) for o, k in zip(offsets, lengths, strict=True)]
+    return Scanned(raw, strings, labels, result[n + 2], meta_args)

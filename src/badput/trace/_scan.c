@@ -10,7 +10,9 @@
  *
  * Returned columns are bytes objects of packed native integers, one entry per kept event
  * (phases X, s, f, t, and the allocator's "[memory]" instant events); other events are only
- * counted.
+ * counted. Three sparse columns (meta_row, meta_off, meta_len) list only the kept events whose
+ * args hold a "Collective name" (NCCL metadata): the row, and where the args object lies in the
+ * input, so that the caller decodes those few args with msgspec.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -297,7 +299,8 @@ typedef struct {
         total_reserved, device_id, device_type;
 } args_t;
 
-static int scan_args(cursor *c, args_t *a) {
+/* has_coll is set when the args hold a "Collective name" key (NCCL metadata). */
+static int scan_args(cursor *c, args_t *a, int *has_coll) {
     if (c->p >= c->end || *c->p != '{') return -1;
     c->p++;
     skip_ws(c);
@@ -329,8 +332,9 @@ static int scan_args(cursor *c, args_t *a) {
         else if (KEY_IS(k, kn, "Device Type")) target = &a->device_type;
         if (target) {
             if (scan_int(c, target) < 0) return -1;
-        } else if (skip_value(c, 2) < 0) {
-            return -1;
+        } else {
+            if (KEY_IS(k, kn, "Collective name")) *has_coll = 1;
+            if (skip_value(c, 2) < 0) return -1;
         }
         skip_ws(c);
         if (c->p >= c->end) return -1;
@@ -349,13 +353,15 @@ static int scan_args(cursor *c, args_t *a) {
 enum { COL_PHASE, COL_CAT, COL_NAME, COL_PID, COL_PID_LABEL, COL_TID, COL_TID_LABEL, COL_TS,
        COL_HAS_TS, COL_DUR, COL_HAS_DUR, COL_ID, COL_ID_LABEL, COL_DEVICE, COL_STREAM,
        COL_CORRELATION, COL_EXT, COL_EXT_LOWER, COL_BYTES, COL_ALLOC_BYTES,
-       COL_TOTAL_ALLOCATED, COL_TOTAL_RESERVED, COL_DEVICE_ID, COL_DEVICE_TYPE, N_COLS };
+       COL_TOTAL_ALLOCATED, COL_TOTAL_RESERVED, COL_DEVICE_ID, COL_DEVICE_TYPE,
+       COL_META_ROW, COL_META_OFF, COL_META_LEN, N_COLS };
 
 typedef struct {
     column cols[N_COLS];
     interner strings; /* cat and name */
     interner labels;  /* string pid/tid/id */
     Py_ssize_t seen;
+    const char *base; /* start of the input: meta_off counts from here */
 } scan_state;
 
 static int phase_code(const char *s, Py_ssize_t n) {
@@ -382,6 +388,9 @@ static int scan_event(cursor *c, scan_state *st) {
     args_t a = {NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID};
     const char *name_ptr = NULL;
     Py_ssize_t name_len = 0;
+    const char *args_ptr = NULL;
+    int64_t args_len = 0;
+    int has_coll = 0;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') {
         c->p++;
@@ -430,7 +439,10 @@ static int scan_event(cursor *c, scan_state *st) {
                 rc = scan_us(c, &dur);
                 has_dur = 1;
             } else if (KEY_IS(k, kn, "args")) {
-                rc = scan_args(c, &a);
+                args_ptr = c->p;
+                has_coll = 0; /* a repeated "args" key: the last one counts, as in msgspec */
+                rc = scan_args(c, &a, &has_coll);
+                args_len = (int64_t)(c->p - args_ptr);
             } else {
                 rc = skip_value(c, 1);
             }
@@ -478,6 +490,14 @@ static int scan_event(cursor *c, scan_state *st) {
         col_push(&st->cols[COL_DEVICE_ID], &a.device_id, 8) < 0 ||
         col_push(&st->cols[COL_DEVICE_TYPE], &a.device_type, 8) < 0)
         return -1;
+    if (has_coll) {
+        int64_t row = (int64_t)st->cols[COL_PHASE].len - 1; /* 1 byte per row */
+        int64_t off = (int64_t)(args_ptr - st->base);
+        if (col_push(&st->cols[COL_META_ROW], &row, 8) < 0 ||
+            col_push(&st->cols[COL_META_OFF], &off, 8) < 0 ||
+            col_push(&st->cols[COL_META_LEN], &args_len, 8) < 0)
+            return -1;
+    }
     return 1;
 }
 
@@ -538,6 +558,7 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     scan_state st;
     memset(&st, 0, sizeof(st));
     cursor c = {(const char *)view.buf, (const char *)view.buf + view.len};
+    st.base = (const char *)view.buf;
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = scan_array(&c, &st);

@@ -8,6 +8,12 @@ size. A file laid out otherwise (all on one line, say) is decoded whole.
 
 Timestamps and durations are kept as their JSON text and converted to integer nanoseconds
 exactly (`numbers.us_text_to_ns`); they never pass through float64.
+
+NCCL metadata (`"Collective name"`, `"In msg nelems"`, ... in the args of NCCL kernels and
+`record_param_comms` ops of newer traces) goes to a sparse side table, `Trace.comm_meta`. Both
+decode paths keep those args as raw JSON (`_Args`' `msgspec.Raw` fields; the C scanner hands
+over the args text of the rows that have a `"Collective name"`) and convert them with the same
+function, `_comm_values`, so they agree value for value.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import numpy.typing as npt
 
 from badput.errors import TraceFormatError
 from badput.trace import _fastscan
-from badput.trace.model import NO_ID, EventKind, FlowPhase, Trace
+from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase, Trace
 from badput.trace.numbers import us_text_to_ns
 
 __all__ = ["CHUNK_BYTES", "read_kineto"]
@@ -98,9 +104,52 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     total_reserved: int = msgspec.field(default=NO_ID, name="Total Reserved")
     device_id: int = msgspec.field(default=NO_ID, name="Device Id")
     device_type: int = msgspec.field(default=NO_ID, name="Device Type")
+    # NCCL metadata, kept raw: any JSON type is accepted here and judged in `_comm_values`.
+    collective_name: msgspec.Raw = msgspec.field(default=_EMPTY, name="Collective name")
+    in_nelems: msgspec.Raw = msgspec.field(default=_EMPTY, name="In msg nelems")
+    out_nelems: msgspec.Raw = msgspec.field(default=_EMPTY, name="Out msg nelems")
+    group_size: msgspec.Raw = msgspec.field(default=_EMPTY, name="Group size")
+    dtype: msgspec.Raw = _EMPTY
+    process_group: msgspec.Raw = msgspec.field(default=_EMPTY, name="Process Group Name")
 
 
 _NO_ARGS = _Args()
+_COMM_KEYS = {
+    "collective_name": "Collective name",
+    "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems",
+    "group_size": "Group size",
+    "dtype": "dtype",
+    "process_group": "Process Group Name",
+}
+#: One row's NCCL metadata: collective name, in/out elements, group size, dtype, group name.
+_CommValues = tuple[str, int, int, int, str | None, str | None]
+
+
+def _comm_values(args: _Args) -> _CommValues | None:
+    """The NCCL metadata of one event's args; None without a non-empty "Collective name"."""
+    name = _raw_str(args.collective_name)
+    if not name:
+        return None
+    return (
+        name,
+        _raw_int(args.in_nelems),
+        _raw_int(args.out_nelems),
+        _raw_int(args.group_size),
+        _raw_str(args.dtype),
+        _raw_str(args.process_group),
+    )
+
+
+def _raw_str(raw: msgspec.Raw) -> str | None:
+    if not raw:
+        return None
+    value = _safe_decode(raw)
+    return value if isinstance(value, str) else None
+
+
+def _raw_int(raw: msgspec.Raw) -> int:
+    return _as_int(_safe_decode(raw)) if raw else NO_ID
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -139,6 +188,7 @@ class _Document(msgspec.Struct):
 
 
 _decode_events = msgspec.json.Decoder(list[_Event]).decode
+_decode_args = msgspec.json.Decoder(_Args).decode
 _decode_raw_events = msgspec.json.Decoder(list[_RawEvent]).decode
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _decode_document = msgspec.json.Decoder(_Document).decode
@@ -231,6 +281,9 @@ class _Columns:
         self.negative: list[tuple[str, int]] = []
         self.bad_time = 0
         self.skipped_non_objects = 0
+        self.rows = 0  # rows kept so far
+        self.meta_rows: list[int] = []  # rows with NCCL metadata, and their values
+        self.meta_values: list[_CommValues] = []
 
     def add(self, events: list[_Event]) -> None:
         """Convert one piece of typed events to columns."""
@@ -250,6 +303,7 @@ class _Columns:
         ts_ns, bad_ts = us_text_to_ns([e.ts for e in events], default=_MISSING)
         dur_ns, bad_dur = us_text_to_ns([e.dur for e in events], default=0)
         args = [e.args for e in events]
+        meta = [(i, a) for i, a in enumerate(args) if a.collective_name]
 
         def arg(key: str) -> I64:
             return np.array([getattr(a, key) for a in args], dtype=np.int64)
@@ -272,7 +326,7 @@ class _Columns:
         if flow.size:
             cols["correlation"][flow] = [ids[events[i].id] for i in flow.tolist()]
         cols["bad"] = bad_ts | bad_dur | (ts_ns == _MISSING)
-        self._finish(cols)
+        self._finish(cols, meta)
 
     def add_scanned(self, scanned: _fastscan.Scanned) -> None:
         """Take the columns of the C scanner (`_scan.c`), mapping its local ids to ours."""
@@ -319,7 +373,9 @@ class _Columns:
         for key in ("device", "stream", "bytes", "alloc_bytes", "total_allocated",
                     "total_reserved", "device_id", "device_type"):  # fmt: skip
             cols[key] = scanned.column(key, np.int64)
-        self._finish(cols)
+        meta_rows = scanned.column("meta_row", np.int64).tolist()
+        meta = [(r, _args_of(text)) for r, text in zip(meta_rows, scanned.meta_args, strict=True)]
+        self._finish(cols, meta)
 
     def add_lenient(self, raw_events: list[_RawEvent]) -> None:
         """Convert events whose fields have unexpected types, one at a time."""
@@ -340,8 +396,11 @@ class _Columns:
             )
         self.add(typed)
 
-    def _finish(self, c: dict[str, npt.NDArray[Any]]) -> None:
-        """Shared last step of both decode paths: derive, validate and store one piece."""
+    def _finish(self, c: dict[str, npt.NDArray[Any]], meta: list[tuple[int, _Args]]) -> None:
+        """Shared last step of both decode paths: derive, validate and store one piece.
+
+        `meta` lists (row in the piece, args) of the rows whose args may hold NCCL metadata.
+        """
         phase = c["phase"]
         bad = c.pop("bad") & (phase == FlowPhase.COMPLETE)  # a flow arrow needs no time
         if bad.any():
@@ -349,6 +408,14 @@ class _Columns:
             keep = ~bad
             c = {k: v[keep] for k, v in c.items()}
             phase = c["phase"]
+            if meta:
+                new_row = (np.cumsum(keep) - 1).tolist()
+                meta = [(new_row[r], a) for r, a in meta if keep[r]]
+        for r, a in meta:
+            values = _comm_values(a)
+            if values is not None:
+                self.meta_rows.append(self.rows + r)
+                self.meta_values.append(values)
         kind, dur_ns, name_id, ts_ns = c["kind"], c["dur_ns"], c["name_id"], c["ts_ns"]
         kind[(phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)] = EventKind.FLOW
         memory = phase == FlowPhase.INSTANT
@@ -370,6 +437,7 @@ class _Columns:
         c["bytes"] = np.where(memory, c["alloc_bytes"], c["bytes"])
         for key in _COLUMN_TYPES:
             self.parts[key].append(c[key])
+        self.rows += int(phase.shape[0])
 
     def _name(self, name_id: int) -> str:
         for name, nid in self.names.items():
@@ -445,7 +513,20 @@ def _as_args(raw: msgspec.Raw) -> _Args:
         total_reserved=_as_int(value.get("Total Reserved")),
         device_id=_as_int(value.get("Device Id")),
         device_type=_as_int(value.get("Device Type")),
+        **{
+            field: msgspec.Raw(msgspec.json.encode(value[key]))
+            for field, key in _COMM_KEYS.items()
+            if key in value
+        },
     )
+
+
+def _args_of(text: bytes) -> _Args:
+    """The args object of one event, from its JSON text (typed, else leniently)."""
+    try:
+        return _decode_args(text)
+    except msgspec.ValidationError:
+        return _as_args(msgspec.Raw(text))
 
 
 def _decode_piece(columns: _Columns, array_text: bytes | memoryview) -> None:
@@ -709,6 +790,7 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
     for name, nid in columns.names.items():
         names[nid] = name
     return Trace(
+        comm_meta=_comm_meta(columns),
         path=path,
         **{key: columns.column(key) for key in _COLUMN_TYPES},
         names=names,
@@ -757,3 +839,28 @@ def _safe_decode(raw: msgspec.Raw) -> object:
         return _decode_any(raw)
     except msgspec.DecodeError:
         return None
+
+
+def _comm_meta(columns: _Columns) -> CommMeta | None:
+    """The sparse NCCL metadata table; None when no row has metadata."""
+    if not columns.meta_rows:
+        return None
+    strings = _Interner()
+
+    def ids(values: list[str | None]) -> npt.NDArray[np.int32]:
+        return np.array([NO_ID if v is None else strings[v] for v in values], dtype=np.int32)
+
+    name, in_n, out_n, group, dtype, pg = zip(*columns.meta_values, strict=True)
+    collective = ids(list(name))
+    dtypes = ids(list(dtype))
+    groups = ids(list(pg))
+    return CommMeta(
+        row=np.array(columns.meta_rows, dtype=np.int64),
+        collective=collective,
+        in_nelems=np.array(in_n, dtype=np.int64),
+        out_nelems=np.array(out_n, dtype=np.int64),
+        group_size=np.array(group, dtype=np.int64),
+        dtype=dtypes,
+        process_group=groups,
+        strings=list(strings),
+    )
