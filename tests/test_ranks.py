@@ -204,6 +204,9 @@ def test_duplicate_and_missing_ranks(slow3: tuple[RankSet, list[RankSummary]]) -
     assert cross.sources[6][0] == sums[6].trace and cross.sources[7][0] == sums[7].trace
     assert any("rank 2 appears twice" in w for w in cross.warnings)
     assert any("has no rank: numbered 6" in w for w in cross.warnings)
+    assert "the ranks disagree on the world size" not in " ".join(cross.warnings)
+    mixed = cross_rank([*sums[:7], dataclasses.replace(sums[7], world_size=16)])
+    assert "the ranks disagree on the world size (8, 16)" in mixed.warnings
     assert [s.rank for s in cross.stragglers] == [3]
 
 

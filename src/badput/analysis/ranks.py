@@ -506,6 +506,9 @@ def cross_rank(summaries: Sequence[RankSummary]) -> CrossRank:
 
     worlds = {s.world_size for s in by_rank.values()}
     world_size = next(iter(worlds)) if len(worlds) == 1 else None
+    if len(worlds) > 1:
+        sizes = ", ".join(str(w) for w in sorted(worlds, key=lambda w: (w is None, w or 0)))
+        warnings.append(f"the ranks disagree on the world size ({sizes})")
     world = world_size if world_size is not None else len(ranks)
     seqs: dict[int, _Seq] = {}
     for r in ranks:
