@@ -108,7 +108,8 @@ class Project(NamedTuple):
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    """A git repository: `fast`, then `slow` (3x the work), then `broken` (bad pyproject)."""
+    """A git repository: `fast`, then `slow` (3x the work), then `broken` (bad pyproject);
+    and a branch `side` off `fast` with one commit of its own."""
     repo = tmp_path_factory.mktemp("abrepo").resolve()
     _git(repo, "init", "-q")
     fast = _commit(
@@ -116,6 +117,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
         {"pyproject.toml": PYPROJECT, "_backend.py": BACKEND, "abmod.py": MODULE.format(n=400_000)},
         "fast",
     )
+    _git(repo, "checkout", "-q", "-b", "side")
+    _commit(repo, {"NOTES.txt": "a side branch\n"}, "side")
+    _git(repo, "checkout", "-q", fast)
     slow = _commit(repo, {"abmod.py": MODULE.format(n=1_200_000)}, "slow: 3x the work")
     _git(repo, "tag", "v-slow")
     broken = _commit(repo, {"pyproject.toml": "[build-system\n"}, "broken pyproject")
@@ -146,13 +150,16 @@ def test_refs_regression_recorded_in_store(
 ) -> None:
     repo = project.repo
     out, db_path = tmp_path / "ab.json", tmp_path / "bench.sqlite"
-    code = _ab_refs(repo, project.fast, "v-slow", "--json", str(out), "--store", str(db_path))
+    # --merge-base: the base is where `side` forked from v-slow's history, i.e. `fast`.
+    code = _ab_refs(
+        repo, "side", "v-slow", "--merge-base", "--json", str(out), "--store", str(db_path)
+    )
     captured = capsys.readouterr()
     assert code == 1, captured.err
     doc = json.loads(out.read_text())
     (r,) = doc["results"]
     assert r["decision"] == "regression" and r["metric"] == "wall_s" and r["effect"] > 0.2
-    assert f"base: {project.fast} = {project.fast}" in doc["notes"]
+    assert f"base: merge-base(side, v-slow) = {project.fast}" in doc["notes"]
     assert f"head: v-slow = {project.slow}" in doc["notes"]
     assert "base: " in captured.err and "pip install" in captured.err  # progress lines
     assert _worktrees(repo) == [f"worktree {repo}"]  # temporary worktrees removed
@@ -166,7 +173,7 @@ def test_refs_regression_recorded_in_store(
         assert verdict["decision"] == "regression"
 
 
-def test_refs_improvement_with_install_args(
+def test_refs_improvement_with_venv_options(
     project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = project.repo
@@ -176,6 +183,9 @@ def test_refs_improvement_with_install_args(
         "v-slow",
         project.fast,
         "--install-args=--no-deps --no-build-isolation",
+        "--python",
+        sys.executable,
+        "--system-site-packages",
         "--json",
         str(out),
     )
