@@ -1,0 +1,164 @@
+"""Where per-rank work runs: in this process, on a local process pool, or on Ray.
+
+Every executor runs a top-level (picklable) function over argument tuples and yields the
+results in input order, whatever order they complete in, so reports never depend on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Protocol, TypeVar
+
+from badput.errors import BadputError, UsageError
+
+__all__ = ["Executor", "LocalExecutor", "Progress", "RayExecutor"]
+
+R = TypeVar("R")
+
+#: Called with the number of items finished so far, after each one finishes.
+Progress = Callable[[int], None]
+
+RAY_HINT = "the Ray executor needs ray: pip install 'badput[ray]'"
+
+
+class Executor(Protocol):
+    """Runs `fn(*item)` for each item; results come back in input order."""
+
+    def map(
+        self,
+        fn: Callable[..., R],
+        items: Sequence[tuple[Any, ...]],
+        progress: Progress | None = None,
+    ) -> Iterator[R]:
+        """Results of `fn(*item)` for each item, in input order.
+
+        Args:
+            fn: a module-level function (pool and Ray workers import it by name).
+            items: argument tuples, small (paths and options, never data).
+            progress: called with the count finished after each item finishes.
+        """
+        ...
+
+
+class LocalExecutor:
+    """On this machine: in-process with one job, else a process pool of `jobs` workers.
+
+    Args:
+        jobs: worker processes; 1 runs every item in this process, one at a time.
+    """
+
+    def __init__(self, jobs: int = 1) -> None:
+        if jobs < 1:
+            raise UsageError(f"--jobs {jobs}: must be at least 1")
+        self.jobs = jobs
+
+    def map(
+        self,
+        fn: Callable[..., R],
+        items: Sequence[tuple[Any, ...]],
+        progress: Progress | None = None,
+    ) -> Iterator[R]:
+        """Results of `fn(*item)` for each item, in input order."""
+        if self.jobs == 1 or len(items) <= 1:
+            for done, item in enumerate(items, 1):
+                yield fn(*item)
+                if progress:
+                    progress(done)
+            return
+        yield from self._pool(fn, items, progress)
+
+    def _pool(
+        self, fn: Callable[..., R], items: Sequence[tuple[Any, ...]], progress: Progress | None
+    ) -> Iterator[R]:
+        # Not fork: the driver may hold threads (rich's live display) and fork copies locks.
+        forkserver = "forkserver" in multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("forkserver" if forkserver else "spawn")
+        if forkserver:
+            # The server imports the task's module once; each worker forks with it loaded.
+            context.set_forkserver_preload([fn.__module__])
+        results: dict[int, R] = {}
+        workers = min(self.jobs, len(items))
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            # One item per task (chunksize 1): ranks differ in size, and a worker holds one
+            # trace at a time.
+            pending: dict[Future[R], int] = {
+                pool.submit(fn, *item): i for i, item in enumerate(items)
+            }
+            next_out = 0
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    try:
+                        results[pending.pop(future)] = future.result()
+                    except BrokenProcessPool as e:
+                        raise BadputError(
+                            "a worker process died (out of memory?); try fewer --jobs"
+                        ) from e
+                if progress:
+                    progress(len(items) - len(pending))
+                while next_out in results:  # hand results on as soon as they are in order
+                    yield results.pop(next_out)
+                    next_out += 1
+
+
+class RayExecutor:
+    """A Ray cluster: the one at `address`, or a local instance started for this run.
+
+    Each task receives only its arguments (a path and options) and returns only its result;
+    the nodes need badput installed and the trace paths readable.
+
+    Args:
+        address: a running cluster ("auto", "ray://host:10001", ...); None starts a local one.
+        num_cpus: CPUs of a local instance (default: all).
+    """
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+        self.address = address
+        self.num_cpus = num_cpus
+
+    def map(
+        self,
+        fn: Callable[..., R],
+        items: Sequence[tuple[Any, ...]],
+        progress: Progress | None = None,
+    ) -> Iterator[R]:
+        """Results of `fn(*item)` for each item, in input order."""
+        try:
+            import ray
+        except ImportError as e:
+            raise UsageError(RAY_HINT) from e
+
+        started = not ray.is_initialized()
+        if started:
+            # Quiet: no dashboard, worker output not forwarded (the report is our output).
+            ray.init(
+                address=self.address,
+                num_cpus=self.num_cpus if self.address is None else None,
+                include_dashboard=False,
+                log_to_driver=False,
+                ignore_reinit_error=True,
+                logging_level=logging.WARNING,
+            )
+        try:
+            remote = ray.remote(num_cpus=1)(fn)
+            refs = [remote.remote(*item) for item in items]
+            index = {ref: i for i, ref in enumerate(refs)}
+            results: dict[int, R] = {}
+            pending = list(refs)
+            next_out = 0
+            while pending:
+                finished, pending = ray.wait(pending, num_returns=1)
+                for ref in finished:
+                    results[index[ref]] = ray.get(ref)
+                if progress:
+                    progress(len(items) - len(pending))
+                while next_out in results:
+                    yield results.pop(next_out)
+                    next_out += 1
+        finally:
+            if started:
+                ray.shutdown()

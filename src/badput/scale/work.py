@@ -1,0 +1,49 @@
+"""The per-rank task: read one trace, analyse and diagnose it, return the compact outcome.
+
+A module-level function so that pool and Ray workers can import it by name. It takes only a
+path and options, and never returns the trace itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from badput.diagnose import RankOutcome, outcome_of
+from badput.errors import BadputError, TraceFormatError
+
+__all__ = ["analyze_path"]
+
+
+def analyze_path(
+    path: str,
+    window: str | None = None,
+    top: int = 10,
+    progress: Callable[[int], None] | None = None,
+) -> RankOutcome:
+    """Analyse one trace file into its compact outcome; a bad trace becomes a failed outcome.
+
+    Args:
+        path: the trace file.
+        window: `--window` text (`steps:A-B`, `ns:T0-T1`, `us:T0-T1`), None for the default.
+        top: kernels kept per GPU (0 keeps all).
+        progress: called with uncompressed bytes read so far (in-process runs only).
+
+    Returns:
+        The outcome, or one with `error` set to the reason the trace could not be read.
+
+    Example:
+        >>> analyze_path("worker0.pt.trace.json.gz").summaries[0].goodput  # doctest: +SKIP
+        0.0715
+    """
+    from badput.analysis import WindowSpec, analyze_trace
+    from badput.trace import load_trace
+
+    spec = WindowSpec.parse(window) if window is not None else None
+    try:
+        trace = load_trace(path, progress=progress)
+        devices = analyze_trace(trace, spec)
+    except TraceFormatError as e:
+        return RankOutcome(path=path, error=e.problem)
+    except BadputError as e:
+        return RankOutcome(path=path, error=str(e))
+    return outcome_of(trace, devices, top=top)
