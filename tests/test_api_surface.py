@@ -58,16 +58,31 @@ def test_trace_all() -> None:
 def test_analysis_all() -> None:
     assert sorted(badput.analysis.__all__) == [
         "Breakdown",
+        "COLLECTIVE_TYPES",
+        "CollectiveStat",
+        "CollectiveWait",
+        "Collectives",
         "CommSummary",
+        "CrossRank",
         "DeviceAnalysis",
+        "Extreme",
         "IdleCauses",
         "IntervalSet",
         "KernelStat",
+        "RankSummary",
         "StepResult",
+        "Straggler",
         "Timeline",
         "WindowSource",
         "WindowSpec",
         "analyze_trace",
+        "bus_factor",
+        "collective_stats",
+        "collective_type",
+        "collectives",
+        "cross_rank",
+        "link_peak_gbps",
+        "summarize_rank",
     ]
     for name in badput.analysis.__all__:
         assert hasattr(badput.analysis, name)
@@ -137,16 +152,30 @@ def test_version_command(capsys: pytest.CaptureFixture[str]) -> None:
 def test_analyze_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "--help"]) == 0
     out = capsys.readouterr().out
-    for option in ("--format", "--out", "--top", "--window"):
+    for option in ("--format", "--out", "--top", "--window", "--executor", "--jobs", "--strict"):
         assert option in out, option
     analyze = typer.main.get_command(app).commands["analyze"]  # type: ignore[attr-defined]
     params = {p.name: p for p in analyze.params}
-    assert sorted(params) == ["out", "output_format", "paths", "top", "window"]
+    assert sorted(params) == [
+        "address",
+        "executor",
+        "jobs",
+        "out",
+        "output_format",
+        "paths",
+        "strict",
+        "top",
+        "window",
+    ]
     assert set(params["output_format"].opts) == {"--format", "-f"}
     assert set(params["out"].opts) == {"--out", "-o"}
     assert params["top"].opts == ["--top"] and params["top"].default == 10
     assert params["window"].opts == ["--window"] and params["window"].default is None
     assert params["paths"].required
+    assert params["executor"].opts == ["--executor"] and params["executor"].default == "local"
+    assert set(params["jobs"].opts) == {"--jobs", "-j"} and params["jobs"].default is None
+    assert params["address"].opts == ["--address"] and params["address"].default is None
+    assert params["strict"].opts == ["--strict"] and params["strict"].default is False
 
 
 def test_format_choices(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -157,7 +186,42 @@ def test_format_choices(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
 
 # ---- JSON schema ------------------------------------------------------------------------------
 
-TOP_KEYS = {"schema", "badput_version", "traces", "findings", "devices"}
+TOP_KEYS = {"schema", "badput_version", "traces", "findings", "devices", "ranks", "collectives"}
+RANKS_KEYS = {"count", "per_rank", "extremes", "stragglers", "matching", "failed", "warnings"}
+PER_RANK_KEYS = {
+    "rank",
+    "world_size",
+    "trace",
+    "device",
+    "gpu",
+    "goodput",
+    "window_start_us",
+    "window_us",
+    "breakdown_us",
+    "idle_causes_us",
+    "comm_total_us",
+    "comm_exposed_us",
+    "step_median_us",
+    "step_dur_us",
+    "straggler_score",
+    "wait_caused_us",
+    "waited_us",
+    "clock_offset_us",
+}
+EXTREME_KEYS = {"category", "min", "min_rank", "median", "max", "max_rank"}
+STRAGGLER_KEYS = {"rank", "score", "wait_caused_us", "wait_per_step_us", "last_share"}
+COLLECTIVE_KEYS = {
+    "type",
+    "rank",
+    "trace",
+    "device",
+    "count",
+    "total_us",
+    "exposed_us",
+    "msg_bytes",
+    "algbw_gbps",
+    "busbw_gbps",
+}
 FINDING_KEYS = {
     "id",
     "title",
@@ -254,6 +318,37 @@ def test_json_schema(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert isinstance(dev["dropped_steps"], list)
         assert isinstance(dev["warnings"], list)
         assert dev["window_source"] == "cpu_steps"
+    assert set(doc["ranks"]) == RANKS_KEYS
+    (rank,) = doc["ranks"]["per_rank"]
+    assert set(rank) == PER_RANK_KEYS
+    assert doc["ranks"]["failed"] == [] and doc["ranks"]["stragglers"] == []
+    for c in doc["collectives"]:
+        assert set(c) == COLLECTIVE_KEYS
+
+
+def test_json_ranks_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    dlrm = SHARED / "param-dlrm-8rank"
+    if not dlrm.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"real traces not found: {dlrm}")
+        pytest.skip(f"real traces not found: {dlrm}")
+    doc = _report(capsys, dlrm)
+    assert set(doc) == TOP_KEYS
+    ranks = doc["ranks"]
+    assert set(ranks) == RANKS_KEYS
+    assert len(ranks["per_rank"]) == 8
+    for r in ranks["per_rank"]:
+        assert set(r) == PER_RANK_KEYS
+        assert set(r["breakdown_us"]) == BREAKDOWN_KEYS
+        assert set(r["idle_causes_us"]) == CAUSE_KEYS
+    assert ranks["extremes"]
+    for e in ranks["extremes"]:
+        assert set(e) == EXTREME_KEYS
+    for s in ranks["stragglers"]:
+        assert set(s) == STRAGGLER_KEYS
+    assert doc["collectives"]
+    for c in doc["collectives"]:
+        assert set(c) == COLLECTIVE_KEYS
 
 
 def test_json_top_option(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,9 +5,12 @@ Exit codes: 0 ok, 2 bad input or usage. Errors are one line on stderr, never a t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -15,9 +18,6 @@ from rich.console import Console
 from badput import __version__
 from badput.cli.common import Format
 from badput.errors import BadputError
-
-if TYPE_CHECKING:
-    from badput.trace.model import Trace
 
 __all__ = ["app", "main"]
 
@@ -35,6 +35,13 @@ app = typer.Typer(
 
 # Traces at least this large (uncompressed bytes) get a progress bar on a terminal.
 _PROGRESS_MIN_BYTES = 64 << 20
+
+
+class Executor(StrEnum):
+    """Where per-rank work runs."""
+
+    LOCAL = "local"
+    RAY = "ray"
 
 
 @app.command()
@@ -56,54 +63,122 @@ def analyze(
             help="Analyse only steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
         ),
     ] = None,
+    executor: Annotated[
+        Executor,
+        typer.Option("--executor", help="Run per-rank work on local processes or on Ray."),
+    ] = Executor.LOCAL,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Local worker processes (default: 1 for one trace, else min(CPUs, traces)).",
+        ),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Ray cluster address (default: start a local Ray)."),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 2 when any trace cannot be analysed.")
+    ] = False,
 ) -> None:
-    """Goodput and badput of each GPU in PyTorch profiler traces.
+    """Goodput and badput of each GPU in PyTorch profiler traces, and across ranks.
+
+    Traces are analysed one per task, on a local process pool or on Ray; each task returns
+    only a compact summary. A trace that cannot be read is reported as failed and the others
+    are still analysed.
 
     Example:
-        badput analyze worker0.pt.trace.json.gz --format json --out result.json
+        badput analyze traces/ --format json --out result.json --jobs 8
     """
-    from badput.analysis import WindowSpec, analyze_trace
-    from badput.diagnose import diagnose
-    from badput.report.json_report import analysis_document, encode_document
-    from badput.report.text import render_text
+    from badput.analysis import WindowSpec
+    from badput.diagnose import diagnose_job
+    from badput.errors import UsageError
+    from badput.report.json_report import encode_document, job_document
+    from badput.report.text import render_job
+    from badput.scale import LocalExecutor, RayExecutor, analyze_path
     from badput.trace import find_traces
 
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
-    spec = WindowSpec.parse(window) if window is not None else None
+    if window is not None:
+        WindowSpec.parse(window)  # a bad --window is a usage error, not N failed ranks
+    if executor is Executor.LOCAL and address is not None:
+        raise UsageError("--address needs --executor ray")
+    if executor is Executor.RAY and jobs is not None:
+        raise UsageError("--jobs is for --executor local; Ray uses the cluster's CPUs")
     files = [f for p in paths for f in find_traces(p)]
     err = Console(stderr=True)
-    results = []
-    for path in files:
-        trace = _load_with_progress(path, err)
-        results.append((trace, analyze_trace(trace, spec)))
+    if executor is Executor.RAY:
+        runner: LocalExecutor | RayExecutor = RayExecutor(address=address)
+    else:
+        default = 1 if len(files) == 1 else min(os.cpu_count() or 1, len(files))
+        runner = LocalExecutor(jobs if jobs is not None else default)
+    if len(files) == 1 and isinstance(runner, LocalExecutor):
+        # One trace, in this process: a progress bar over its bytes when it is big.
+        with _byte_progress(err, files[0]) as read:
+            outcomes = list(runner.map(analyze_path, [(files[0], window, top, read)]))
+    else:
+        items = [(path, window, top) for path in files]
+        with _rank_progress(err, len(files)) as progress:
+            outcomes = list(runner.map(analyze_path, items, progress))
+    job = diagnose_job(outcomes)
+    failed = job.failed
+    if len(failed) == len(outcomes):
+        if len(failed) == 1:
+            raise BadputError(f"{failed[0].path}: {failed[0].error}")
+        for o in failed:
+            _warn(f"{o.path}: {o.error}")
+        raise BadputError(f"none of the {len(failed)} traces could be analysed")
+    for o in failed:
+        _warn(f"{o.path}: {o.error} (left out; {len(job.analysed)} of {len(outcomes)} analysed)")
 
-    diagnosis = diagnose(results)
     if output_format is Format.JSON:
-        data = encode_document(analysis_document(results, diagnosis, top=top))
+        data = encode_document(job_document(job, top=top))
         if out:
             with open(out, "wb") as f:
                 f.write(data)
         else:
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
-        return
-    if out:
+    elif out:
         with open(out, "w", encoding="utf-8") as text_file:
-            console = Console(file=text_file, width=120, no_color=True)
-            render_text(results, console, diagnosis=diagnosis, top=top)
+            render_job(job, Console(file=text_file, width=120, no_color=True), top=top)
     else:
-        render_text(results, Console(), diagnosis=diagnosis, top=top)
+        render_job(job, Console(), top=top)
+    if failed and strict:
+        raise typer.Exit(EXIT_BAD_INPUT)
 
 
-def _load_with_progress(path: str, console: Console) -> Trace:
-    """Load a trace, with a progress bar on an interactive terminal for big files."""
-    from badput.trace import load_trace as load
+@contextlib.contextmanager
+def _rank_progress(console: Console, total: int) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar over ranks on an interactive terminal (stderr); None elsewhere."""
+    if not console.is_terminal or total < 2:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    with Progress(
+        TextColumn("analysing ranks"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("ranks", total=total)
+        yield lambda done: progress.update(task, completed=done)
+
+
+@contextlib.contextmanager
+def _byte_progress(console: Console, path: str) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar over a big trace's bytes on an interactive terminal; None elsewhere."""
     size = os.path.getsize(path)
     gz = path.endswith(".gz")
     if not console.is_terminal or (size < _PROGRESS_MIN_BYTES and not (gz and size > 8 << 20)):
-        return load(path)
+        yield None
+        return
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -123,7 +198,12 @@ def _load_with_progress(path: str, console: Console) -> Trace:
         transient=True,
     ) as progress:
         task = progress.add_task(os.path.basename(path), total=None if gz else size)
-        return load(path, progress=lambda n: progress.update(task, completed=n))
+        yield lambda n: progress.update(task, completed=n)
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"badput: warning: {message}\n")
+    sys.stderr.flush()
 
 
 def _register_subcommands() -> None:

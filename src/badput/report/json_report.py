@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 from typing import Any
 
 import msgspec
 
 from badput import __version__
+from badput.analysis.comm import CollectiveStat
+from badput.analysis.ranks import CrossRank, Extreme, RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
-from badput.diagnose import Diagnosis, Finding
+from badput.diagnose import Diagnosis, Finding, JobResult, diagnose_job, outcome_of
 from badput.trace.model import Trace
 
-__all__ = ["SCHEMA", "analysis_document", "encode_document", "us"]
+__all__ = ["SCHEMA", "analysis_document", "encode_document", "job_document", "us"]
 
 SCHEMA = "badput.analysis/1"
 
@@ -114,31 +118,138 @@ def analysis_document(
     diagnosis: Diagnosis | None = None,
     top: int = 10,
 ) -> dict[str, Any]:
-    """The JSON document for analyzed traces.
+    """The JSON document for traces analysed in this process.
 
     Args:
         results: each trace with its per-device analyses.
         diagnosis: findings of the same results; none listed when None.
         top: kernels listed per device (0 lists all).
     """
-    diagnosis = diagnosis or Diagnosis()
+    job = diagnose_job([outcome_of(trace, devices, top=top) for trace, devices in results])
+    return job_document(dataclasses.replace(job, diagnosis=diagnosis or Diagnosis()), top=top)
+
+
+def job_document(job: JobResult, top: int = 10) -> dict[str, Any]:
+    """The JSON document of a job: every trace, its GPUs, findings, and the cross-rank view.
+
+    The document depends only on the outcomes and their (rank, path) order, never on where or
+    in which order they were computed: executors give byte-identical documents.
+
+    Args:
+        job: the outcomes of every trace with the cross-rank view and findings.
+        top: kernels listed per device (0 lists all).
+    """
+    analysed = job.analysed
+    diagnosis = job.diagnosis
     return {
         "schema": SCHEMA,
         "badput_version": __version__,
         "traces": [
             {
-                "path": trace.path,
-                "rank": trace.rank,
-                "world_size": trace.world_size,
-                "events": len(trace),
-                "warnings": trace.warnings,
+                "path": o.path,
+                "rank": o.rank,
+                "world_size": o.world_size,
+                "events": o.events,
+                "warnings": o.warnings,
             }
-            for trace, _ in results
+            for o in analysed
         ],
         "findings": [finding_dict(f) for f in diagnosis.ranked],
-        "devices": [
-            _device(d, top, diagnosis.for_device(d)) for _, devices in results for d in devices
+        "devices": [_device(d, top, diagnosis.for_device(d)) for o in analysed for d in o.devices],
+        "ranks": _ranks(job),
+        "collectives": [
+            _collective(s, c) for o in analysed for s in o.summaries for c in s.comm_stats
         ],
+    }
+
+
+def _opt_us(ns: int | float | None) -> msgspec.Raw | None:
+    return None if ns is None else us(round(ns))
+
+
+def _per_rank(s: RankSummary, cross: CrossRank | None) -> dict[str, Any]:
+    steps = list(s.step_dur_ns)
+    rank = s.rank if cross is not None and s.rank in cross.ranks else None
+    score = cross.scores.get(rank) if cross is not None and rank is not None else None
+    caused = cross.wait_caused_ns.get(rank) if cross is not None and rank is not None else None
+    waited = cross.waited_ns.get(rank) if cross is not None and rank is not None else None
+    offset = cross.clock_offset_ns.get(rank) if cross is not None and rank is not None else None
+    return {
+        "rank": s.rank,
+        "world_size": s.world_size,
+        "trace": s.trace,
+        "device": s.device,
+        "gpu": s.gpu,
+        "goodput": s.goodput,
+        "window_start_us": us(s.window_start_ns),
+        "window_us": us(s.window_ns),
+        "breakdown_us": _breakdown(s.breakdown),
+        "idle_causes_us": _causes(s.idle_causes),
+        "comm_total_us": us(s.comm_total_ns),
+        "comm_exposed_us": us(s.breakdown.communication_ns),
+        "step_median_us": _opt_us(statistics.median(steps) if steps else None),
+        "step_dur_us": [us(x) for x in steps],
+        "straggler_score": score,
+        "wait_caused_us": _opt_us(caused),
+        "waited_us": _opt_us(waited),
+        "clock_offset_us": _opt_us(offset),
+    }
+
+
+def _extreme(e: Extreme) -> dict[str, Any]:
+    # Goodput is a share; every other category is a time in ns, written in us.
+    low: Any
+    mid: Any
+    high: Any
+    if e.category == "goodput":
+        low, mid, high = e.min, e.median, e.max
+    else:
+        low, mid, high = _opt_us(e.min), _opt_us(e.median), _opt_us(e.max)
+    return {
+        "category": e.category,
+        "min": low,
+        "min_rank": e.min_rank,
+        "median": mid,
+        "max": high,
+        "max_rank": e.max_rank,
+    }
+
+
+def _ranks(job: JobResult) -> dict[str, Any]:
+    cross = job.cross
+    summaries = [s for o in job.analysed for s in o.summaries]
+    return {
+        "count": len({s.rank for s in summaries if s.rank is not None}),
+        "per_rank": [_per_rank(s, cross) for s in summaries],
+        "extremes": [_extreme(e) for e in cross.extremes] if cross else [],
+        "stragglers": [
+            {
+                "rank": st.rank,
+                "score": st.score,
+                "wait_caused_us": _opt_us(st.wait_caused_ns),
+                "wait_per_step_us": _opt_us(st.wait_per_step_ns),
+                "last_share": st.last_share,
+            }
+            for st in (cross.stragglers if cross else [])
+        ],
+        "matching": cross.matching if cross else None,
+        "failed": [{"path": o.path, "reason": o.error} for o in job.failed],
+        "warnings": list(cross.warnings) if cross else [],
+    }
+
+
+def _collective(s: RankSummary, c: CollectiveStat) -> dict[str, Any]:
+    return {
+        "type": c.type,
+        "rank": s.rank,
+        "trace": s.trace,
+        "device": s.device,
+        "count": c.count,
+        "total_us": us(c.total_ns),
+        "exposed_us": us(c.exposed_ns),
+        "msg_bytes": c.msg_bytes,
+        "algbw_gbps": c.algbw_gbps,
+        "busbw_gbps": c.busbw_gbps,
     }
 
 

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import statistics
 
+import numpy as np
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
-from badput.diagnose import Diagnosis, Finding, Rule
+from badput.diagnose import Diagnosis, Finding, JobResult, Rule, diagnose_job, outcome_of
 from badput.trace.model import Trace
 
-__all__ = ["render_rule", "render_text"]
+__all__ = ["render_job", "render_rule", "render_text"]
 
 _FINDINGS_SHOWN = 5
+# Above this many GPUs the per-GPU sections are left out of the text report (JSON has them).
+_MAX_DEVICE_SECTIONS = 8
+# Rows of the rank table, notes and failed traces listed before "N more".
+_OUTLIER_ROWS = 10
+_MAX_NOTES = 5
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
 
 _BAR_WIDTH = 50
@@ -248,18 +257,218 @@ def render_text(
     diagnosis: Diagnosis | None = None,
     top: int = 10,
 ) -> None:
-    """Print the report of analyzed traces, one section per GPU, then job-level findings."""
-    diagnosis = diagnosis or Diagnosis()
+    """Print the report of traces analysed in this process (see `render_job`)."""
+    job = diagnose_job([outcome_of(trace, devices, top=top) for trace, devices in results])
+    render_job(dataclasses.replace(job, diagnosis=diagnosis or Diagnosis()), console, top=top)
+
+
+def render_job(job: JobResult, console: Console, top: int = 10) -> None:
+    """Print the report of a job: one section per GPU, the rank table, job-level findings.
+
+    Above `_MAX_DEVICE_SECTIONS` GPUs the per-GPU sections give way to the findings ranked
+    over every GPU, so the report stays a few screens long at any number of ranks.
+    """
+    diagnosis = job.diagnosis
+    analysed = job.analysed
+    devices = [d for o in analysed for d in o.devices]
+    many = len(devices) > _MAX_DEVICE_SECTIONS
     first = True
-    for trace, devices in results:
-        for warning in trace.warnings:
-            console.print(Text(f"note: {trace.path}: {warning}", style="yellow"))
+    noted = 0
+    for o in analysed:
+        for warning in o.warnings:
+            noted += 1
+            if not many or noted <= _MAX_NOTES:
+                console.print(Text(f"note: {o.path}: {warning}", style="yellow"))
+    if many and noted > _MAX_NOTES:
+        console.print(Text(f"note: {noted - _MAX_NOTES} more in --format json", style="yellow"))
+    if not many:
         for d in devices:
             if not first:
                 console.rule(style="dim")
             first = False
             console.print(_device(d, top, diagnosis.for_device(d)))
-    job = [f for f in diagnosis.ranked if f.id == "straggler"]
-    if job:
+    if job.cross is not None:
+        if not first:
+            console.rule(style="dim")
+        first = False
+        console.print(_rank_section(job, job.cross, per_gpu_shown=not many))
+    if many:
+        per_gpu = [f for f in diagnosis.ranked if f.id != "straggler"]
+        console.print(Group(*_findings(per_gpu, "what to fix first, over all GPUs", True)))
+    job_level = [f for f in diagnosis.ranked if f.id == "straggler"]
+    if job_level:
         console.rule(style="dim")
-        console.print(Group(*_findings(job, "across ranks", with_where=True)))
+        console.print(Group(*_findings(job_level, "across ranks", with_where=True)))
+    if job.failed:
+        lines = [Text("")] if not first else []
+        lines.append(Text(f"{len(job.failed)} trace(s) could not be analysed:", style="yellow"))
+        for o in job.failed[:_MAX_NOTES]:
+            lines.append(Text(f"  {o.path}: {o.error}", style="yellow"))
+        if len(job.failed) > _MAX_NOTES:
+            lines.append(Text(f"  {len(job.failed) - _MAX_NOTES} more in --format json"))
+        console.print(Group(*lines))
+
+
+_EXTREME_LABELS = {
+    "goodput": "goodput",
+    "compute": "compute ms",
+    "communication": "communication (exposed) ms",
+    "memory": "memory ms",
+    "idle": "idle ms",
+    "idle_runtime": "  └ runtime ms",
+    "idle_dataloader": "  └ dataloader ms",
+    "idle_cpu": "  └ cpu ops ms",
+    "idle_other": "  └ other ms",
+    "comm_total": "communication (all) ms",
+    "step_time": "step (median) ms",
+}
+
+
+def _value(category: str, v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{100 * v:.1f} %" if category == "goodput" else _ms(v)
+
+
+def _rank_section(job: JobResult, cross: CrossRank, per_gpu_shown: bool) -> Group:
+    summaries = [s for o in job.analysed for s in o.summaries if s.rank is not None]
+    worlds = sorted({s.world_size for s in summaries if s.world_size is not None})
+    head = Text()
+    head.append(f"Across {len({s.rank for s in summaries})} ranks", style="bold")
+    if worlds:
+        head.append(f" (world size {', '.join(str(w) for w in worlds)})")
+    if job.failed:
+        head.append(f", {len(job.failed)} failed", style="yellow")
+    if not per_gpu_shown:
+        head.append(
+            f"\nper-GPU sections left out above {_MAX_DEVICE_SECTIONS} GPUs; "
+            "--format json has them all",
+            style="dim",
+        )
+    parts: list[Text | Table] = [head]
+
+    ext = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("", "min", "rank", "median", "max", "rank"):
+        ext.add_column(col, justify="left" if col == "" else "right")
+    for e in cross.extremes:
+        ext.add_row(
+            _EXTREME_LABELS.get(e.category, f"{e.category} ms"),
+            _value(e.category, e.min),
+            str(e.min_rank),
+            _value(e.category, e.median),
+            _value(e.category, e.max),
+            str(e.max_rank),
+        )
+    parts += [Text(""), ext]
+
+    if cross.stragglers:
+        line = Text("stragglers: ", style="bold")
+        line.append(
+            ", ".join(
+                f"rank {st.rank} (score {st.score:.2f}, others wait {_ms(st.wait_caused_ns)} ms)"
+                for st in cross.stragglers[:_MAX_NOTES]
+            )
+        )
+        if len(cross.stragglers) > _MAX_NOTES:
+            line.append(f", {len(cross.stragglers) - _MAX_NOTES} more in --format json")
+        parts += [Text(""), line]
+
+    shown = _outliers(summaries, {st.rank for st in cross.stragglers})
+    if shown:
+        title = (
+            "every rank"
+            if len(shown) == len(summaries)
+            else f"the {len(shown)} ranks furthest from the median (of {len(summaries)})"
+        )
+        parts += [Text(""), Text(title, style="bold")]
+        rt = Table(box=None, pad_edge=False, header_style="bold")
+        columns = ("rank", "goodput", "comm", "memory", "idle", "step ms", "comm ms", "waited ms")
+        for col in (*columns, "score"):
+            rt.add_column(col, justify="right")
+        for s in shown:
+            b, win = s.breakdown, s.window_ns
+            step = _ms(statistics.median(s.step_dur_ns)) if s.step_dur_ns else "–"
+            waited = cross.waited_ns.get(s.rank) if s.rank is not None else None
+            score = cross.scores.get(s.rank) if s.rank is not None else None
+            rt.add_row(
+                str(s.rank),
+                f"{100 * s.goodput:.1f} %" if s.goodput is not None else "–",
+                _pct(b.communication_ns, win),
+                _pct(b.memory_ns, win),
+                _pct(b.idle_ns, win),
+                step,
+                _ms(s.comm_total_ns),
+                _ms(waited) if waited is not None else "–",
+                f"{score:.2f}" if score is not None else "–",
+            )
+        parts.append(rt)
+        parts.append(
+            Text(
+                "comm, memory, idle: exposed shares of the window · step: median · comm ms: "
+                "all collective time · waited: for the last arriver · score: compute per step "
+                "/ median rank's",
+                style="dim",
+            )
+        )
+
+    by_type = _collectives_by_type(summaries)
+    if by_type:
+        parts += [Text(""), Text("collectives by type, over all ranks", style="bold")]
+        ct = Table(box=None, pad_edge=False, header_style="bold")
+        ct.add_column("type")
+        for col in ("ranks", "kernels", "total ms", "exposed ms", "hidden", "busbw GB/s (median)"):
+            ct.add_column(col, justify="right")
+        for kind, (ranks, count, total, exposed, busbw) in by_type.items():
+            ct.add_row(
+                kind,
+                f"{ranks:,}",
+                f"{count:,}",
+                _ms(total),
+                _ms(exposed),
+                _pct(total - exposed, total).strip(),
+                f"{busbw:,.1f}" if busbw is not None else "–",
+            )
+        parts.append(ct)
+    for warning in cross.warnings[:_MAX_NOTES]:
+        parts.append(Text(f"note: {warning}", style="yellow"))
+    return Group(*parts)
+
+
+def _outliers(summaries: list[RankSummary], stragglers: set[int]) -> list[RankSummary]:
+    """At most `_OUTLIER_ROWS` ranks, the stragglers first, in rank order.
+
+    The rest are those that spend their window most unlike the median rank (L1 distance of the
+    breakdown shares).
+    """
+    if len(summaries) <= _OUTLIER_ROWS:
+        return summaries
+
+    def shares(s: RankSummary) -> list[float]:
+        b, win = s.breakdown, s.window_ns or 1
+        return [b.compute_ns / win, b.communication_ns / win, b.memory_ns / win, b.idle_ns / win]
+
+    table = np.array([shares(s) for s in summaries])
+    distance = np.abs(table - np.median(table, axis=0)).sum(axis=1)
+    order = sorted(
+        range(len(summaries)),
+        key=lambda i: (summaries[i].rank not in stragglers, -distance[i], summaries[i].rank),
+    )
+    return sorted((summaries[i] for i in order[:_OUTLIER_ROWS]), key=lambda s: s.rank or 0)
+
+
+def _collectives_by_type(
+    summaries: list[RankSummary],
+) -> dict[str, tuple[int, int, int, int, float | None]]:
+    """Per collective type: ranks, kernels, total and exposed ns, median busbw over ranks."""
+    acc: dict[str, tuple[set[int | None], int, int, int, list[float]]] = {}
+    for s in summaries:
+        for c in s.comm_stats:
+            ranks, count, total, exposed, bw = acc.setdefault(c.type, (set(), 0, 0, 0, []))
+            ranks.add(s.rank)
+            if c.busbw_gbps is not None:
+                bw.append(c.busbw_gbps)
+            acc[c.type] = (ranks, count + c.count, total + c.total_ns, exposed + c.exposed_ns, bw)
+    return {
+        kind: (len(r), n, t, e, float(np.median(bw)) if bw else None)
+        for kind, (r, n, t, e, bw) in acc.items()
+    }
