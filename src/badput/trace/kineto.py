@@ -10,10 +10,10 @@ Timestamps and durations are kept as their JSON text and converted to integer na
 exactly (`numbers.us_text_to_ns`); they never pass through float64.
 
 NCCL metadata (`"Collective name"`, `"In msg nelems"`, ... in the args of NCCL kernels and
-`record_param_comms` ops of newer traces) goes to a sparse side table, `Trace.comm_meta`. Both
-decode paths keep those args as raw JSON (`_Args`' `msgspec.Raw` fields; the C scanner hands
-over the args text of the rows that have a `"Collective name"`) and convert them with the same
-function, `_comm_values`, so they agree value for value.
+`record_param_comms` ops of newer traces) goes to a sparse side table, `Trace.comm_meta`. Each
+decode path only notes which events have a `"Collective name"` (the C scanner, and one field of
+`_Args`) and keeps their args text; one function, `_comm_values`, decodes those few texts, so
+both paths agree value for value and traces without metadata pay nothing more.
 """
 
 from __future__ import annotations
@@ -104,7 +104,18 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     total_reserved: int = msgspec.field(default=NO_ID, name="Total Reserved")
     device_id: int = msgspec.field(default=NO_ID, name="Device Id")
     device_type: int = msgspec.field(default=NO_ID, name="Device Type")
-    # NCCL metadata, kept raw: any JSON type is accepted here and judged in `_comm_values`.
+    # Only marks NCCL metadata (any JSON type); `_comm_values` reads it from the args text.
+    # One field, not six: each field makes msgspec's lookup of every other key slower.
+    collective_name: msgspec.Raw = msgspec.field(default=_EMPTY, name="Collective name")
+
+
+_NO_ARGS = _Args()
+_PRESENT = msgspec.Raw(b"true")
+
+
+class _CommArgs(msgspec.Struct, frozen=True, gc=False):
+    """The NCCL metadata of an args object, every value raw (judged in `_comm_values`)."""
+
     collective_name: msgspec.Raw = msgspec.field(default=_EMPTY, name="Collective name")
     in_nelems: msgspec.Raw = msgspec.field(default=_EMPTY, name="In msg nelems")
     out_nelems: msgspec.Raw = msgspec.field(default=_EMPTY, name="Out msg nelems")
@@ -113,21 +124,20 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     process_group: msgspec.Raw = msgspec.field(default=_EMPTY, name="Process Group Name")
 
 
-_NO_ARGS = _Args()
-_COMM_KEYS = {
-    "collective_name": "Collective name",
-    "in_nelems": "In msg nelems",
-    "out_nelems": "Out msg nelems",
-    "group_size": "Group size",
-    "dtype": "dtype",
-    "process_group": "Process Group Name",
-}
+class _ArgsOnly(msgspec.Struct, gc=False):
+    args: msgspec.Raw = _EMPTY
+
+
 #: One row's NCCL metadata: collective name, in/out elements, group size, dtype, group name.
 _CommValues = tuple[str, int, int, int, str | None, str | None]
 
 
-def _comm_values(args: _Args) -> _CommValues | None:
-    """The NCCL metadata of one event's args; None without a non-empty "Collective name"."""
+def _comm_values(args_text: bytes) -> _CommValues | None:
+    """The NCCL metadata in one event's args text; None without a non-empty "Collective name"."""
+    try:
+        args = _decode_comm_args(args_text)
+    except msgspec.MsgspecError:  # not an object
+        return None
     name = _raw_str(args.collective_name)
     if not name:
         return None
@@ -188,7 +198,8 @@ class _Document(msgspec.Struct):
 
 
 _decode_events = msgspec.json.Decoder(list[_Event]).decode
-_decode_args = msgspec.json.Decoder(_Args).decode
+_decode_comm_args = msgspec.json.Decoder(_CommArgs).decode
+_decode_args_only = msgspec.json.Decoder(list[_ArgsOnly]).decode
 _decode_raw_events = msgspec.json.Decoder(list[_RawEvent]).decode
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _decode_document = msgspec.json.Decoder(_Document).decode
@@ -285,9 +296,24 @@ class _Columns:
         self.meta_rows: list[int] = []  # rows with NCCL metadata, and their values
         self.meta_values: list[_CommValues] = []
 
-    def add(self, events: list[_Event]) -> None:
-        """Convert one piece of typed events to columns."""
+    def add(
+        self,
+        events: list[_Event],
+        array_text: bytes | memoryview = b"",
+        raw_args: list[msgspec.Raw] | None = None,
+    ) -> None:
+        """Convert one piece of typed events to columns.
+
+        The args text of events with NCCL metadata comes from `raw_args` (one per event) when
+        given, else from decoding `array_text` (the piece the events came from) once more.
+        """
         self.seen += len(events)
+        marked = [i for i, e in enumerate(events) if e.args.collective_name]
+        meta: list[tuple[int, bytes]] = []
+        if marked:
+            if raw_args is None:
+                raw_args = [a.args for a in _decode_args_only(array_text)]
+            meta = [(i, bytes(raw_args[i])) for i in marked]
         phases = self.phases
         phase = np.array([phases[e.ph] for e in events], dtype=np.int8)
         keep = phase != _DROP
@@ -297,13 +323,15 @@ class _Columns:
         if not keep.all():
             events = [e for e, k in zip(events, keep.tolist(), strict=True) if k]
             phase = phase[keep]
+            if meta:
+                new_row = (np.cumsum(keep) - 1).tolist()
+                meta = [(new_row[i], text) for i, text in meta if keep[i]]
         if not events:
             return
         kinds, names, ids = self.kinds, self.names, self.ids
         ts_ns, bad_ts = us_text_to_ns([e.ts for e in events], default=_MISSING)
         dur_ns, bad_dur = us_text_to_ns([e.dur for e in events], default=0)
         args = [e.args for e in events]
-        meta = [(i, a) for i, a in enumerate(args) if a.collective_name]
 
         def arg(key: str) -> I64:
             return np.array([getattr(a, key) for a in args], dtype=np.int64)
@@ -374,8 +402,7 @@ class _Columns:
                     "total_reserved", "device_id", "device_type"):  # fmt: skip
             cols[key] = scanned.column(key, np.int64)
         meta_rows = scanned.column("meta_row", np.int64).tolist()
-        meta = [(r, _args_of(text)) for r, text in zip(meta_rows, scanned.meta_args, strict=True)]
-        self._finish(cols, meta)
+        self._finish(cols, list(zip(meta_rows, scanned.meta_args, strict=True)))
 
     def add_lenient(self, raw_events: list[_RawEvent]) -> None:
         """Convert events whose fields have unexpected types, one at a time."""
@@ -394,12 +421,13 @@ class _Columns:
                     args=_as_args(raw.args),
                 )
             )
-        self.add(typed)
+        self.add(typed, raw_args=[raw.args for raw in raw_events])
 
-    def _finish(self, c: dict[str, npt.NDArray[Any]], meta: list[tuple[int, _Args]]) -> None:
+    def _finish(self, c: dict[str, npt.NDArray[Any]], meta: list[tuple[int, bytes]]) -> None:
         """Shared last step of both decode paths: derive, validate and store one piece.
 
-        `meta` lists (row in the piece, args) of the rows whose args may hold NCCL metadata.
+        `meta` lists (row in the piece, args text) of the rows whose args have a
+        `"Collective name"` key.
         """
         phase = c["phase"]
         bad = c.pop("bad") & (phase == FlowPhase.COMPLETE)  # a flow arrow needs no time
@@ -411,8 +439,8 @@ class _Columns:
             if meta:
                 new_row = (np.cumsum(keep) - 1).tolist()
                 meta = [(new_row[r], a) for r, a in meta if keep[r]]
-        for r, a in meta:
-            values = _comm_values(a)
+        for r, text in meta:
+            values = _comm_values(text)
             if values is not None:
                 self.meta_rows.append(self.rows + r)
                 self.meta_values.append(values)
@@ -513,20 +541,8 @@ def _as_args(raw: msgspec.Raw) -> _Args:
         total_reserved=_as_int(value.get("Total Reserved")),
         device_id=_as_int(value.get("Device Id")),
         device_type=_as_int(value.get("Device Type")),
-        **{
-            field: msgspec.Raw(msgspec.json.encode(value[key]))
-            for field, key in _COMM_KEYS.items()
-            if key in value
-        },
+        collective_name=_PRESENT if "Collective name" in value else _EMPTY,
     )
-
-
-def _args_of(text: bytes) -> _Args:
-    """The args object of one event, from its JSON text (typed, else leniently)."""
-    try:
-        return _decode_args(text)
-    except msgspec.ValidationError:
-        return _as_args(msgspec.Raw(text))
 
 
 def _decode_piece(columns: _Columns, array_text: bytes | memoryview) -> None:
@@ -540,7 +556,7 @@ def _decode_piece(columns: _Columns, array_text: bytes | memoryview) -> None:
         columns.add_scanned(scanned)
         return
     try:
-        columns.add(_decode_events(array_text))
+        columns.add(_decode_events(array_text), array_text)
         return
     except msgspec.ValidationError:
         pass
