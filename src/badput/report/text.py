@@ -116,6 +116,35 @@ def _findings(findings: list[Finding], title: str, with_where: bool = False) -> 
     return lines
 
 
+def _findings_by_rule(findings: list[Finding], gpus: int) -> list[Text]:
+    """One line per rule over many GPUs: how many it fires on, the worst, the median."""
+    if not findings:
+        return []
+    by_rule: dict[str, list[Finding]] = {}
+    for f in findings:  # ranked: each rule's first finding is its worst
+        by_rule.setdefault(f.id, []).append(f)
+    lines = [Text(""), Text("what to fix first, over all GPUs", style="bold")]
+    for i, (rule_id, found) in enumerate(list(by_rule.items())[:_FINDINGS_SHOWN], 1):
+        worst = found[0]
+        median = statistics.median(f.savings_ns for f in found)
+        line = Text(f"{i}. ")
+        line.append(f"[{worst.severity}] ", style=_SEVERITY_STYLE[worst.severity])
+        line.append(rule_id, style="bold")
+        line.append(f" on {len(found):,} of {gpus:,} GPUs; worst (rank {worst.rank}): ")
+        line.append(f"{worst.title}\n")
+        line.append(
+            f"   save ~{worst.savings_ns / 1e6:,.2f} ms/step ({100 * worst.savings_share:.1f} %) "
+            f"at worst, median {median / 1e6:,.2f} ms/step"
+            f" · fix: {worst.fix[0] if worst.fix else '-'}",
+            style="dim",
+        )
+        lines.append(line)
+    more = len(by_rule) - _FINDINGS_SHOWN
+    tail = f"{more} more rules in --format json; " if more > 0 else ""
+    lines.append(Text(f"{tail}badput explain ID for the full explanation", style="dim"))
+    return lines
+
+
 def render_rule(rule: Rule, console: Console) -> None:
     """Print a rule's full explanation."""
     console.print(Text(f"{rule.id}: {rule.title}", style="bold"))
@@ -294,7 +323,7 @@ def render_job(job: JobResult, console: Console, top: int = 10) -> None:
         console.print(_rank_section(job, job.cross, per_gpu_shown=not many))
     if many:
         per_gpu = [f for f in diagnosis.ranked if f.id != "straggler"]
-        console.print(Group(*_findings(per_gpu, "what to fix first, over all GPUs", True)))
+        console.print(Group(*_findings_by_rule(per_gpu, len(devices))))
     job_level = [f for f in diagnosis.ranked if f.id == "straggler"]
     if job_level:
         console.rule(style="dim")
@@ -404,9 +433,9 @@ def _rank_section(job: JobResult, cross: CrossRank, per_gpu_shown: bool) -> Grou
         parts.append(rt)
         parts.append(
             Text(
-                "comm, memory, idle: exposed shares of the window · step: median · comm ms: "
-                "all collective time · waited: for the last arriver · score: compute per step "
-                "/ median rank's",
+                "comm, memory, idle: exposed shares of the window · step: median step · "
+                "comm ms: all collective time\nwaited: for the last rank to arrive · "
+                "score: compute per step over the median rank's",
                 style="dim",
             )
         )
