@@ -135,14 +135,18 @@ class RayExecutor:
         started = not ray.is_initialized()
         if started:
             # Quiet: no dashboard, worker output not forwarded (the report is our output).
-            ray.init(
-                address=self.address,
-                num_cpus=self.num_cpus if self.address is None else None,
-                include_dashboard=False,
-                log_to_driver=False,
-                ignore_reinit_error=True,
-                logging_level=logging.WARNING,
-            )
+            try:
+                ray.init(
+                    address=self.address,
+                    num_cpus=self.num_cpus if self.address is None else None,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    ignore_reinit_error=True,
+                    logging_level=logging.WARNING,
+                )
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                where = f"at {self.address}" if self.address else "locally"
+                raise BadputError(f"cannot start or reach Ray {where}: {e}") from e
         try:
             remote = ray.remote(num_cpus=1)(fn)
             refs = [remote.remote(*item) for item in items]
@@ -159,6 +163,10 @@ class RayExecutor:
                 while next_out in results:
                     yield results.pop(next_out)
                     next_out += 1
+        except ray.exceptions.RayTaskError:
+            raise  # the task itself raised: a bug, with its traceback
+        except ray.exceptions.RayError as e:  # the cluster failed (a node, a raylet, memory)
+            raise BadputError(f"Ray failed: {type(e).__name__}: {e}") from e
         finally:
             if started:
                 ray.shutdown()
