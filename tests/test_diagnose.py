@@ -703,11 +703,6 @@ def test_straggler_from_the_cross_rank_view(tmp_path: Path) -> None:
     equal = write_rank_set(tmp_path / "equal", jitter_us=10)
     traces = [load_trace(str(p)) for p in equal.paths]
     assert straggler(cross_rank([summarize_rank(t, analyze_trace(t)[0]) for t in traces])) is None
-    # the old call with device analyses still works (least exposed communication)
-    (tmp_path / "old").mkdir()
-    old = [analyze_trace(load_trace(str(p)))[0] for p in rank_traces(tmp_path / "old", [600, 900])]
-    found = straggler(old)
-    assert found is not None and found.rank == 1 and found.savings_ns == 300_000
 
 
 # ---- text report ----------------------------------------------------------------------------

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import numpy as np
 
 from badput.analysis.ranks import CrossRank
-from badput.analysis.results import DeviceAnalysis
 from badput.diagnose.context import ms
 from badput.diagnose.findings import RULES, Evidence, Finding, Rule, severity_of
 
@@ -54,13 +51,11 @@ _PARTS = {
 }
 
 
-def straggler(ranks: CrossRank | Sequence[DeviceAnalysis]) -> Finding | None:
+def straggler(ranks: CrossRank) -> Finding | None:
     """The worst straggler of the cross-rank view, with what the job loses waiting for it.
 
     Args:
-        ranks: the cross-rank view of one job (`badput.analysis.cross_rank`). A list of
-            device analyses is still taken, for callers that have no summaries: it names the
-            rank with the least exposed communication (no clock alignment); to be removed.
+        ranks: the cross-rank view of one job (`badput.analysis.cross_rank`).
 
     Returns:
         The finding, or None without a named straggler.
@@ -69,8 +64,6 @@ def straggler(ranks: CrossRank | Sequence[DeviceAnalysis]) -> Finding | None:
         >>> straggler(cross_rank(summaries)).rank  # doctest: +SKIP
         7
     """
-    if not isinstance(ranks, CrossRank):
-        return _least_exposed(list(ranks))
     if not ranks.stragglers or not ranks.step_ns:
         return None
     s = ranks.stragglers[0]
@@ -115,66 +108,4 @@ def straggler(ranks: CrossRank | Sequence[DeviceAnalysis]) -> Finding | None:
         trace=trace,
         rank=s.rank,
         device=device,
-    )
-
-
-def _least_exposed(devices: list[DeviceAnalysis]) -> Finding | None:
-    """The rank with the least exposed communication, and what the others lose waiting."""
-    ranked = [d for d in devices if d.rank is not None and d.goodput is not None]
-    if len({d.rank for d in ranked}) < 2:
-        return None
-
-    def per_step(d: DeviceAnalysis, ns: int) -> float:
-        return ns / max(1, len(d.steps))
-
-    exposed = np.array([per_step(d, d.breakdown.communication_ns) for d in ranked])
-    slow = int(np.argmin(exposed))
-    others = np.delete(exposed, slow)
-    waits = others - exposed[slow]
-    savings = float(np.median(waits))
-    steps = [d.step_time_stats_ns() for d in ranked]
-    step_ns = float(
-        np.median([s[0] if s else d.window_ns for s, d in zip(steps, ranked, strict=True)])
-    )
-    share = savings / step_ns if step_ns > 0 else 0.0
-    severity = severity_of(share)
-    if severity is None:
-        return None
-    s = ranked[slow]
-    parts: dict[str, Callable[[DeviceAnalysis], int]] = {
-        "compute": lambda d: d.breakdown.compute_ns,
-        "memory": lambda d: d.breakdown.memory_ns,
-        "idle: dataloader": lambda d: d.idle_causes.dataloader_ns,
-        "idle: cpu ops": lambda d: d.idle_causes.cpu_ns,
-        "idle: runtime": lambda d: d.idle_causes.runtime_ns,
-        "idle: other": lambda d: d.idle_causes.other_ns,
-    }
-    rest = [d for i, d in enumerate(ranked) if i != slow]
-    more = {
-        k: per_step(s, f(s)) - float(np.median([per_step(d, f(d)) for d in rest]))
-        for k, f in parts.items()
-    }
-    what, by = max(more.items(), key=lambda kv: kv[1])
-    return Finding(
-        id="straggler",
-        title=(
-            f"Rank {s.rank} is the straggler: the other ranks wait a median "
-            f"{savings / 1e6:,.2f} ms per step ({100 * share:.1f} %) for it in collectives"
-        ),
-        severity=severity,
-        evidence={
-            "straggler_rank": Evidence(int(s.rank or 0)),
-            "straggler_exposed_comm_per_step": ms(float(exposed[slow])),
-            "median_exposed_comm_of_others": ms(float(np.median(others))),
-            "max_wait_per_step": ms(float(waits.max())),
-            "ranks": Evidence(len(ranked)),
-            "straggler_spends_more_on": Evidence(f"{what} +{by / 1e6:,.2f} ms per step"),
-        },
-        savings_ns=savings,
-        savings_share=share,
-        fix=list(RULES["straggler"].fix),
-        refs=list(RULES["straggler"].refs),
-        trace=s.trace,
-        rank=s.rank,
-        device=s.device,
     )
