@@ -36,6 +36,8 @@ def test_badput_all() -> None:
         "TraceFormatError",
         "UsageError",
         "__version__",
+        "pin_to_gpu_numa",
+        "worker_init_fn",
     ]
     for name in badput.__all__:
         assert hasattr(badput, name)
@@ -129,15 +131,19 @@ def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert sorted(command.commands) == [  # type: ignore[attr-defined]
         "analyze",
         "bench",
+        "doctor",
         "estimate",
         "explain",
         "run",
+        "telemetry",
         "version",
     ]
     estimate = command.commands["estimate"]  # type: ignore[attr-defined]
     assert sorted(estimate.commands) == ["cost", "gpus", "infer", "memory", "train"]
     bench = command.commands["bench"]  # type: ignore[attr-defined]
     assert sorted(bench.commands) == ["ab", "check", "history", "ingest", "run"]
+    telemetry = command.commands["telemetry"]  # type: ignore[attr-defined]
+    assert sorted(telemetry.commands) == ["record"]
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"\banalyze\b", out)

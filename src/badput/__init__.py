@@ -11,5 +11,15 @@ except PackageNotFoundError:  # running from a source tree without installing
 
 from badput.errors import BadputError, TraceFormatError, UsageError
 from badput.meter import Meter, MeterWarning
+from badput.telemetry.pinning import pin_to_gpu_numa, worker_init_fn
 
-__all__ = ["BadputError", "Meter", "MeterWarning", "TraceFormatError", "UsageError", "__version__"]
+__all__ = [
+    "BadputError",
+    "Meter",
+    "MeterWarning",
+    "TraceFormatError",
+    "UsageError",
+    "__version__",
+    "pin_to_gpu_numa",
+    "worker_init_fn",
+]

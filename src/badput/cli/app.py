@@ -213,6 +213,12 @@ def _register_subcommands() -> None:
     app.add_typer(estimate_app, name="estimate")
     app.add_typer(bench_app, name="bench")
 
+    from badput.cli.doctor import doctor
+    from badput.cli.telemetry import telemetry_app
+
+    app.command(name="doctor")(doctor)
+    app.add_typer(telemetry_app, name="telemetry")
+
 
 _register_subcommands()
 

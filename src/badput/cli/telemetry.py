@@ -1,0 +1,81 @@
+"""`badput telemetry record -- CMD`: run a command with the system sampler on."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from badput.errors import UsageError
+
+__all__ = ["record_command", "telemetry_app"]
+
+telemetry_app = typer.Typer(
+    name="telemetry",
+    help="Sample GPU and host metrics (NVML, /proc) while a command runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def record_command(command: list[str], out: str, hz: float) -> int:
+    """Run `command` with a `Sampler` watching it; print the sampler's summary on stderr.
+
+    Returns:
+        The command's exit code.
+
+    Raises:
+        UsageError: no command, a command that cannot start, or a bad rate or file.
+    """
+    from badput.report.telemetry_report import render_sampler_summary
+    from badput.telemetry.sampler import Sampler
+    from badput.telemetry.sources import TelemetryError
+
+    if not command:
+        raise UsageError("nothing to run: badput telemetry record [--hz 10] [--out F] -- CMD")
+    if not hz > 0:
+        raise UsageError(f"--hz must be positive, got {hz}")
+    try:
+        proc = subprocess.Popen(command)
+    except OSError as e:
+        raise UsageError(f"cannot run {command[0]!r}: {e.strerror}") from None
+    try:
+        sampler = Sampler(out, hz, pid=proc.pid)
+    except TelemetryError as e:
+        proc.kill()
+        proc.wait()
+        raise UsageError(str(e)) from None
+    sampler.start()
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:  # the child got the same SIGINT: let it finish
+        code = proc.wait()
+    summary = sampler.stop()
+    render_sampler_summary(summary, Console(stderr=True))
+    return code
+
+
+@telemetry_app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def record(
+    command: Annotated[list[str], typer.Argument(help="The command, after --.")],
+    out: Annotated[
+        str,
+        typer.Option("--out", "-o", help="The samples: .jsonl, or .parquet (needs pyarrow)."),
+    ] = "telemetry.jsonl",
+    hz: Annotated[float, typer.Option("--hz", help="Samples per second.")] = 10.0,
+) -> None:
+    """Run a command and sample GPUs (NVML) and host (CPU per core, RSS, disk, network).
+
+    Exits with the command's exit code.
+
+    Example:
+        badput telemetry record --hz 10 --out telemetry.jsonl -- python train.py
+    """
+    code = record_command(command, out, hz)
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,73 @@
+"""Telemetry beside the breakdown (`analyze --telemetry`), and the sampler's own summary."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from badput.analysis.telemetry import TelemetryAlignment
+
+__all__ = ["alignment_document", "render_alignment", "render_sampler_summary"]
+
+_PER_CORE = re.compile(r"cpu\d+_util_pct$")
+
+
+def alignment_document(a: TelemetryAlignment) -> dict[str, Any]:
+    """The alignment as a JSON-ready dict (every metric, per-core CPU included)."""
+    return asdict(a)
+
+
+def _fmt(value: float, unit: str) -> str:
+    """A value in a readable unit: bytes as GiB/MiB, bytes/s as MB/s, mW as W."""
+    if unit == "bytes":
+        return f"{value / 2**30:,.2f} GiB" if value >= 2**30 else f"{value / 2**20:,.1f} MiB"
+    if unit == "bytes/s":
+        return f"{value / 1e6:,.1f} MB/s"
+    if unit == "mW":
+        return f"{value / 1000:,.1f} W"
+    if unit == "%":
+        return f"{value:.1f} %"
+    return f"{value:,.0f} {unit}".strip()
+
+
+def render_alignment(a: TelemetryAlignment, console: Console) -> None:
+    """The telemetry metrics inside the trace window (per-core CPU columns folded into one)."""
+    console.print(
+        f"telemetry: {a.samples_in_window} of {a.samples_total} samples inside the window "
+        f"(clock: {a.clock})"
+    )
+    if a.metrics:
+        t = Table(box=None, pad_edge=False, header_style="bold")
+        t.add_column("metric")
+        t.add_column("mean", justify="right")
+        t.add_column("min", justify="right")
+        t.add_column("max", justify="right")
+        for m in a.metrics:
+            if _PER_CORE.match(m.name):
+                continue
+            label = "cpu_util_pct (mean of cores)" if m.name == "cpu_util_pct" else m.name
+            t.add_row(label, _fmt(m.mean, m.unit), _fmt(m.min, m.unit), _fmt(m.max, m.unit))
+        console.print(t)
+    for w in a.warnings:
+        console.print(f"warning: {w}", style="yellow")
+
+
+def render_sampler_summary(s: dict[str, Any], console: Console) -> None:
+    """One line on what the sampler recorded and what it cost, then what it lost."""
+    share = s.get("cpu_share_of_one_core")
+    cost = f"{100 * share:.2f} % of one core" if share is not None else "unknown"
+    hz = s.get("hz_achieved")
+    console.print(
+        f"badput telemetry: {s.get('samples', 0)} samples at "
+        f"{hz if hz is not None else '-'} Hz (asked {s.get('hz_requested')}), "
+        f"{s.get('missed_slots', 0)} slots missed; sampler CPU {s.get('sampler_cpu_s', 0):.3f} s "
+        f"over {s.get('wall_s', 0):.1f} s = {cost}"
+    )
+    for name, n in sorted(s.get("errors", {}).items()):
+        console.print(f"errors: {name}: {n} samples failed", style="yellow")
+    for lost in s.get("lost", []):
+        console.print(f"lost: {lost}", style="yellow")
