@@ -496,7 +496,9 @@ def ingest_cmd(
     ],
     store: Annotated[
         str | None,
-        typer.Option(help="Store path or sqlite:///PATH (default .badput/bench.sqlite)."),
+        typer.Option(
+            help="Store: a path, sqlite:///PATH or postgresql://... (default .badput/bench.sqlite)."
+        ),
     ] = None,
     commit: Annotated[str, typer.Option(help="Commit the results belong to (A/B: head).")] = "",
     base_commit: Annotated[str, typer.Option(help="Commit of an A/B verdict's base side.")] = "",
@@ -558,7 +560,9 @@ def history_cmd(
     metric: Annotated[str | None, typer.Option(help="Metric (default: every stored one).")] = None,
     store: Annotated[
         str | None,
-        typer.Option(help="Store path or sqlite:///PATH (default .badput/bench.sqlite)."),
+        typer.Option(
+            help="Store: a path, sqlite:///PATH or postgresql://... (default .badput/bench.sqlite)."
+        ),
     ] = None,
     output_format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
 ) -> None:
