@@ -43,9 +43,14 @@ bench: $(STAMP)
 	exit $$rc
 
 # GPU checks: tests marked gpu, run on a machine with an NVIDIA GPU. pytest exits 5 when no
-# test is marked gpu; that is not a failure here.
+# test is marked gpu; that is not a failure here. Then the doctor (JSON) and a 10 s sampler,
+# whose summary (CPU cost included) goes to stderr; NVML comes from the nvml extra.
 gpu-check: $(STAMP)
 	$(BIN)/pytest -m gpu -rs; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
+	$(BIN)/python -m pip install -q 'nvidia-ml-py>=12'
+	$(BIN)/badput doctor --format json
+	mkdir -p build/gpu-check
+	$(BIN)/badput telemetry record --hz 10 --out build/gpu-check/telemetry.jsonl -- sleep 10
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build dist
