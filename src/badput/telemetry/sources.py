@@ -434,7 +434,7 @@ class Host:
     """
 
     root: str = "/"
-    _cache: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _disks: set[str] | None = field(default=None, repr=False)
 
     def path(self, rel: str) -> Path:
         """The path of `rel` (an absolute path on the real machine) under the root."""
@@ -443,7 +443,8 @@ class Host:
     def read(self, rel: str) -> str | None:
         """The text of a file, or None."""
         try:
-            return self.path(rel).read_text(encoding="utf-8", errors="replace")
+            with open(os.path.join(self.root, rel.lstrip("/")), "rb") as f:
+                return f.read().decode("utf-8", errors="replace")
         except OSError:
             return None
 
@@ -629,9 +630,13 @@ class Host:
         text = self.read("/proc/diskstats")
         if text is None:
             return None
-        disks = {
-            d for d in self.listdir("/sys/block") if self.path(f"/sys/block/{d}/device").exists()
-        }
+        disks = self._disks
+        if disks is None:  # listed once: disks do not come and go during a run
+            disks = self._disks = {
+                d
+                for d in self.listdir("/sys/block")
+                if self.path(f"/sys/block/{d}/device").exists()
+            }
         read = written = 0
         for line in text.splitlines():
             f = line.split()
