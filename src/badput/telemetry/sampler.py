@@ -133,6 +133,11 @@ class Sampler:
         self._tid: int | None = None
         self._lock = threading.Lock()
 
+    @property
+    def thread_id(self) -> int | None:
+        """The native id of the sampling thread (None before it runs)."""
+        return self._tid
+
     # ---- life cycle -------------------------------------------------------------------
 
     def __enter__(self) -> Sampler:
