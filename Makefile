@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_analyze.py; rc=$$?; \
 	$(BIN)/python benchmarks/whatif_dataloader.py || rc=1; \
 	$(BIN)/python benchmarks/bench_meter.py || rc=1; \
+	$(BIN)/python benchmarks/bench_ranks.py || rc=1; \
 	exit $$rc
 
 # GPU checks: tests marked gpu, run on a machine with an NVIDIA GPU. pytest exits 5 when no
