@@ -175,7 +175,7 @@ def main() -> int:
         "",
         f"Each trial is one gate run: base and head are `python -c <loop>`, a fresh process "
         f"each round, interleaved A B / B A. Each run does one warm-up and {PER_ROUND} timed "
-        f"iterations of a {n:,}-iteration loop (median iteration over all runs: "
+        f"iterations of a {n:,}-iteration loop (median round value: "
         f"{1e3 * statistics.median(v for t in RAW for v in t['base']):.1f} ms) and prints "
         "their median as `work_s`, "
         "the metric judged. Default policy: alpha 0.01 (Holm) spent over 3 looks as "
