@@ -227,6 +227,8 @@ COLLECTIVE_KEYS = {
     "msg_bytes",
     "algbw_gbps",
     "busbw_gbps",
+    "link_peak_gbps",
+    "busbw_of_peak",
 }
 FINDING_KEYS = {
     "id",

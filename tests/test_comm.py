@@ -393,3 +393,18 @@ def test_link_peak() -> None:
         warnings.simplefilter("always")
         assert link_peak_gbps("Imaginary GPU 9000") is None
     assert any(issubclass(w.category, UnknownGpuWarning) for w in caught)
+
+
+def test_json_compares_busbw_with_the_link_peak(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synth import analyze_json
+
+    doc = analyze_json(capsys, _metadata_trace(tmp_path))
+    peak = link_peak_gbps("NVIDIA H100 80GB HBM3")  # the builder's GPU: NVLink 900 GB/s both ways
+    assert peak == pytest.approx(450.0)
+    by_type = {c["type"]: c for c in doc["collectives"]}
+    ar = by_type["all_reduce"]
+    assert ar["busbw_gbps"] == pytest.approx(15.0 * 2 * 7 / 8)
+    assert ar["link_peak_gbps"] == pytest.approx(450.0)
+    assert ar["busbw_of_peak"] == pytest.approx(15.0 * 2 * 7 / 8 / 450.0)

@@ -15,6 +15,7 @@ carry (`Trace.comm_meta`); bandwidths follow nccl-tests' definitions:
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -185,7 +186,7 @@ def dtype_bytes(dtype: str) -> int | None:
     return _DTYPE_BYTES.get(dtype)
 
 
-def link_peak_gbps(gpu_name: str) -> float | None:
+def link_peak_gbps(gpu_name: str | None, *, warn: bool = True) -> float | None:
     """GPU-to-GPU link peak of one direction, GB/s, to compare bus bandwidth against.
 
     nccl-tests' busbw is what each rank moves one way (PERFORMANCE.md: it is "comparable" to
@@ -193,7 +194,8 @@ def link_peak_gbps(gpu_name: str) -> float | None:
     figure for both directions together (an A100 SXM's NVLink: 600 GB/s, so 300 one way).
 
     Args:
-        gpu_name: the GPU model as the trace names it (`"NVIDIA A100-SXM4-40GB"`).
+        gpu_name: the GPU model as the trace names it (`"NVIDIA A100-SXM4-40GB"`), or None.
+        warn: whether an unknown GPU warns (reports pass False: "peak unknown" is enough).
 
     Returns:
         Half the table's `interconnect_gbs`; None for a PCIe-only or unknown GPU (an unknown
@@ -201,7 +203,12 @@ def link_peak_gbps(gpu_name: str) -> float | None:
     """
     from badput.estimate.hardware import lookup_gpu
 
-    spec = lookup_gpu(gpu_name)
+    if not gpu_name:
+        return None
+    with warnings.catch_warnings():
+        if not warn:
+            warnings.simplefilter("ignore")
+        spec = lookup_gpu(gpu_name)
     if spec is None or spec.interconnect_gbs is None:
         return None
     return spec.interconnect_gbs / 2

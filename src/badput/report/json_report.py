@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from badput import __version__
-from badput.analysis.comm import CollectiveStat
+from badput.analysis.comm import CollectiveStat, link_peak_gbps
 from badput.analysis.ranks import CrossRank, Extreme, RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
 from badput.diagnose import Diagnosis, Finding, JobResult, diagnose_job, outcome_of
@@ -239,6 +239,7 @@ def _ranks(job: JobResult) -> dict[str, Any]:
 
 
 def _collective(s: RankSummary, c: CollectiveStat) -> dict[str, Any]:
+    peak = link_peak_gbps(s.gpu, warn=False)
     return {
         "type": c.type,
         "rank": s.rank,
@@ -250,6 +251,8 @@ def _collective(s: RankSummary, c: CollectiveStat) -> dict[str, Any]:
         "msg_bytes": c.msg_bytes,
         "algbw_gbps": c.algbw_gbps,
         "busbw_gbps": c.busbw_gbps,
+        "link_peak_gbps": peak,
+        "busbw_of_peak": c.busbw_gbps / peak if peak and c.busbw_gbps is not None else None,
     }
 
 

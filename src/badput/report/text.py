@@ -11,6 +11,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from badput.analysis.comm import link_peak_gbps
 from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
 from badput.diagnose import Diagnosis, Finding, JobResult, Rule, diagnose_job, outcome_of
@@ -447,7 +448,8 @@ def _rank_section(job: JobResult, cross: CrossRank, per_gpu_shown: bool) -> Grou
         ct.add_column("type")
         for col in ("ranks", "kernels", "total ms", "exposed ms", "hidden", "busbw GB/s (median)"):
             ct.add_column(col, justify="right")
-        for kind, (ranks, count, total, exposed, busbw) in by_type.items():
+        ct.add_column("of link peak", justify="right")
+        for kind, (ranks, count, total, exposed, busbw, of_peak) in by_type.items():
             ct.add_row(
                 kind,
                 f"{ranks:,}",
@@ -456,6 +458,7 @@ def _rank_section(job: JobResult, cross: CrossRank, per_gpu_shown: bool) -> Grou
                 _ms(exposed),
                 _pct(total - exposed, total).strip(),
                 f"{busbw:,.1f}" if busbw is not None else "–",
+                f"{100 * of_peak:.0f} %" if of_peak is not None else "–",
             )
         parts.append(ct)
     for warning in cross.warnings[:_MAX_NOTES]:
@@ -487,17 +490,40 @@ def _outliers(summaries: list[RankSummary], stragglers: set[int]) -> list[RankSu
 
 def _collectives_by_type(
     summaries: list[RankSummary],
-) -> dict[str, tuple[int, int, int, int, float | None]]:
-    """Per collective type: ranks, kernels, total and exposed ns, median busbw over ranks."""
-    acc: dict[str, tuple[set[int | None], int, int, int, list[float]]] = {}
+) -> dict[str, tuple[int, int, int, int, float | None, float | None]]:
+    """Per collective type: ranks, kernels, total and exposed ns, median busbw over ranks.
+
+    The last field is the median over ranks of busbw as a share of the GPU's one-way link
+    peak, when the hardware table knows the GPU.
+    """
+    acc: dict[str, tuple[set[int | None], int, int, int, list[float], list[float]]] = {}
     for s in summaries:
+        peak = link_peak_gbps(s.gpu, warn=False)
         for c in s.comm_stats:
-            ranks, count, total, exposed, bw = acc.setdefault(c.type, (set(), 0, 0, 0, []))
+            ranks, count, total, exposed, bw, share = acc.setdefault(
+                c.type, (set(), 0, 0, 0, [], [])
+            )
             ranks.add(s.rank)
             if c.busbw_gbps is not None:
                 bw.append(c.busbw_gbps)
-            acc[c.type] = (ranks, count + c.count, total + c.total_ns, exposed + c.exposed_ns, bw)
+                if peak:
+                    share.append(c.busbw_gbps / peak)
+            acc[c.type] = (
+                ranks,
+                count + c.count,
+                total + c.total_ns,
+                exposed + c.exposed_ns,
+                bw,
+                share,
+            )
     return {
-        kind: (len(r), n, t, e, float(np.median(bw)) if bw else None)
-        for kind, (r, n, t, e, bw) in acc.items()
+        kind: (
+            len(r),
+            n,
+            t,
+            e,
+            float(np.median(bw)) if bw else None,
+            float(np.median(sh)) if sh else None,
+        )
+        for kind, (r, n, t, e, bw, sh) in acc.items()
     }
