@@ -18,8 +18,6 @@ from badput.bench.api import (
     Case,
     load_benchmarks,
     measure,
-    round_stats,
-    run_file,
 )
 from badput.bench.deterministic import (
     Expectations,
@@ -30,6 +28,7 @@ from badput.bench.deterministic import (
     measured_from_doc,
     updated,
 )
+from badput.bench.runner import round_stats, run_file
 from badput.cli.app import main
 from badput.errors import UsageError
 

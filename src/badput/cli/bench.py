@@ -17,8 +17,8 @@ from rich.text import Text
 from badput.errors import UsageError
 
 if TYPE_CHECKING:
-    from badput.bench.api import CaseResult, RunResult
     from badput.bench.deterministic import CheckResult
+    from badput.bench.runner import CaseResult, RunResult
 
 __all__ = ["bench_app"]
 
@@ -275,7 +275,7 @@ def run_cmd(
     Example:
         badput bench run examples/bench_example.py --rounds 5 --json bench.json
     """
-    from badput.bench.api import run_file
+    from badput.bench.runner import run_file
 
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
@@ -334,7 +334,7 @@ def _render_run(result: RunResult, console: Console) -> None:
 
 
 def _run_row(r: CaseResult) -> tuple[Text, Text, str, str, str, Text]:
-    from badput.bench.api import round_stats
+    from badput.bench.runner import round_stats
 
     b = r.case.benchmark
     if not r.ok:
