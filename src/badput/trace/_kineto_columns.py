@@ -1,0 +1,340 @@
+"""Event structs into numpy columns: the builder behind `badput.trace.kineto`.
+
+Private to the reader. `_Columns` takes decoded pieces (typed structs, C-scanner columns, or
+lenient raw events), interns names and labels, maps categories and phases, and finishes into
+the columns of the `Trace` model; `_comm_meta` turns the args texts of events with NCCL
+metadata into the sparse `CommMeta` table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from badput.trace import _fastscan
+from badput.trace._kineto_json import (
+    _DROP,
+    _GPU_SIDE,
+    _KIND_BY_CATEGORY,
+    _MISSING,
+    _PHASE_BY_PH,
+    _STREAM_LABEL,
+    _as_args,
+    _as_id,
+    _as_int,
+    _as_number_text,
+    _as_str,
+    _comm_values,
+    _CommValues,
+    _decode_args_only,
+    _Event,
+    _RawEvent,
+)
+from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase
+from badput.trace.numbers import us_text_to_ns
+
+I64 = npt.NDArray[np.int64]
+
+
+class _Interner(dict[str, int]):
+    """Name -> dense id, assigning the next id on first sight."""
+
+    def __missing__(self, key: str) -> int:
+        value = len(self)
+        self[key] = value
+        return value
+
+
+class _IdMap(dict[object, int]):
+    """pid/tid/flow-id value -> int.
+
+    Numbers stay as they are, `"stream 7"` becomes 7, other labels become -(k + 2).
+    """
+
+    def __init__(self, labels: list[str]) -> None:
+        super().__init__()
+        self.labels = labels
+
+    def __missing__(self, key: object) -> int:
+        value = self._convert(key)
+        self[key] = value
+        return value
+
+    def _convert(self, key: object) -> int:
+        if not isinstance(key, str) or key.strip().lstrip("-").isdigit():
+            return _as_int(key)
+        match = _STREAM_LABEL.match(key)
+        if match:
+            return int(match.group(1))
+        self.labels.append(key)  # each key is converted once: the dict caches it
+        return -(len(self.labels) + 1)
+
+
+class _KindMap(dict[str, int]):
+    def __missing__(self, key: str) -> int:
+        value = int(_KIND_BY_CATEGORY.get(key.lower(), EventKind.OTHER))
+        self[key] = value
+        return value
+
+
+class _PhaseMap(dict[str, int]):
+    def __missing__(self, key: str) -> int:
+        value = _PHASE_BY_PH.get(key, _DROP)
+        self[key] = value
+        return value
+
+
+#: Columns of the Trace model, with their dtypes, in the order `_Columns` fills them.
+_COLUMN_TYPES: dict[str, type[np.generic]] = {
+    "kind": np.int8,
+    "phase": np.int8,
+    "ts_ns": np.int64,
+    "dur_ns": np.int64,
+    "name_id": np.int32,
+    "pid": np.int64,
+    "tid": np.int64,
+    "device": np.int64,
+    "stream": np.int64,
+    "correlation": np.int64,
+    "external_id": np.int64,
+    "bytes": np.int64,
+    "total_allocated": np.int64,
+    "total_reserved": np.int64,
+}
+
+# Kineto names its caching-allocator instant events so; other instant events are dropped.
+MEMORY_EVENT_NAME = "[memory]"
+_CUDA_DEVICE_TYPE = 1  # args["Device Type"] of a memory event on a GPU (0 is the CPU)
+
+
+class _Columns:
+    """Accumulates typed columns piece by piece."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.names = _Interner()
+        self.labels: list[str] = []
+        self.ids = _IdMap(self.labels)
+        self.kinds = _KindMap()
+        self.phases = _PhaseMap()
+        self.parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _COLUMN_TYPES}
+        self.seen = 0  # events of any phase
+        self.negative: list[tuple[str, int]] = []
+        self.bad_time = 0
+        self.skipped_non_objects = 0
+        self.rows = 0  # rows kept so far
+        self.meta_rows: list[int] = []  # rows with NCCL metadata, and their values
+        self.meta_values: list[_CommValues] = []
+
+    def add(
+        self,
+        events: list[_Event],
+        array_text: bytes | memoryview = b"",
+        raw_args: list[msgspec.Raw] | None = None,
+    ) -> None:
+        """Convert one piece of typed events to columns.
+
+        The args text of events with NCCL metadata comes from `raw_args` (one per event) when
+        given, else from decoding `array_text` (the piece the events came from) once more.
+        """
+        self.seen += len(events)
+        marked = [i for i, e in enumerate(events) if e.args.collective_name]
+        meta: list[tuple[int, bytes]] = []
+        if marked:
+            if raw_args is None:
+                raw_args = [a.args for a in _decode_args_only(array_text)]
+            meta = [(i, bytes(raw_args[i])) for i in marked]
+        phases = self.phases
+        phase = np.array([phases[e.ph] for e in events], dtype=np.int8)
+        keep = phase != _DROP
+        instant = np.flatnonzero(phase == FlowPhase.INSTANT)
+        if instant.size:
+            keep[instant] = [events[i].name == MEMORY_EVENT_NAME for i in instant.tolist()]
+        if not keep.all():
+            events = [e for e, k in zip(events, keep.tolist(), strict=True) if k]
+            phase = phase[keep]
+            if meta:
+                new_row = (np.cumsum(keep) - 1).tolist()
+                meta = [(new_row[i], text) for i, text in meta if keep[i]]
+        if not events:
+            return
+        kinds, names, ids = self.kinds, self.names, self.ids
+        ts_ns, bad_ts = us_text_to_ns([e.ts for e in events], default=_MISSING)
+        dur_ns, bad_dur = us_text_to_ns([e.dur for e in events], default=0)
+        args = [e.args for e in events]
+
+        def arg(key: str) -> I64:
+            return np.array([getattr(a, key) for a in args], dtype=np.int64)
+
+        cols: dict[str, npt.NDArray[Any]] = {
+            "kind": np.array([kinds[e.cat] for e in events], dtype=np.int8),
+            "phase": phase,
+            "ts_ns": ts_ns,
+            "dur_ns": dur_ns,
+            "name_id": np.array([names[e.name] for e in events], dtype=np.int32),
+            "pid": np.array([ids[e.pid] for e in events], dtype=np.int64),
+            "tid": np.array([ids[e.tid] for e in events], dtype=np.int64),
+        }
+        for key in ("device", "stream", "correlation", "external_id", "external_id_lower",
+                    "bytes", "alloc_bytes", "total_allocated", "total_reserved", "device_id",
+                    "device_type"):  # fmt: skip
+            cols[key] = arg(key)
+        flow = np.flatnonzero(phase != FlowPhase.COMPLETE)
+        flow = flow[phase[flow] != FlowPhase.INSTANT]
+        if flow.size:
+            cols["correlation"][flow] = [ids[events[i].id] for i in flow.tolist()]
+        cols["bad"] = bad_ts | bad_dur | (ts_ns == _MISSING)
+        self._finish(cols, meta)
+
+    def add_scanned(self, scanned: _fastscan.Scanned) -> None:
+        """Take the columns of the C scanner (`_scan.c`), mapping its local ids to ours."""
+        self.seen += scanned.seen
+        phase = scanned.column("phase", np.int8)
+        if phase.shape[0] == 0:
+            return
+        texts = scanned.strings
+        cat_kind = np.array([self.kinds[t] for t in texts] + [self.kinds[""]], dtype=np.int8)
+        local_name = scanned.column("name", np.int32)
+        name_map = np.full(len(texts) + 1, -1, dtype=np.int32)
+        for local in np.unique(local_name).tolist():
+            name_map[local] = self.names[texts[local] if local >= 0 else ""]
+        flow = (phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)
+        # Map only the labels kept rows use, so that both decode paths know the same labels.
+        used = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
+        if flow.any():
+            used.append(scanned.column("id_label", np.int32)[flow])
+        label_ids = np.full(len(scanned.labels) + 1, NO_ID, dtype=np.int64)
+        for local in np.unique(np.concatenate(used)).tolist():
+            if local >= 0:
+                label_ids[local] = self.ids[scanned.labels[local]]
+
+        def ident(key: str) -> I64:
+            label = scanned.column(f"{key}_label", np.int32)
+            return np.where(label >= 0, label_ids[label], scanned.column(key, np.int64))
+
+        correlation = scanned.column("correlation", np.int64)
+        if flow.any():
+            correlation = np.where(flow, ident("id"), correlation)
+        cols: dict[str, npt.NDArray[Any]] = {
+            "kind": cat_kind[scanned.column("cat", np.int32)],
+            "phase": phase,
+            "ts_ns": scanned.column("ts", np.int64),
+            "dur_ns": scanned.column("dur", np.int64).copy(),
+            "name_id": name_map[local_name],
+            "pid": ident("pid"),
+            "tid": ident("tid"),
+            "correlation": correlation,
+            "external_id": scanned.column("ext", np.int64),
+            "external_id_lower": scanned.column("ext_lower", np.int64),
+            "bad": scanned.column("has_ts", np.int8) == 0,
+        }
+        for key in ("device", "stream", "bytes", "alloc_bytes", "total_allocated",
+                    "total_reserved", "device_id", "device_type"):  # fmt: skip
+            cols[key] = scanned.column(key, np.int64)
+        meta_rows = scanned.column("meta_row", np.int64).tolist()
+        self._finish(cols, list(zip(meta_rows, scanned.meta_args, strict=True)))
+
+    def add_lenient(self, raw_events: list[_RawEvent]) -> None:
+        """Convert events whose fields have unexpected types, one at a time."""
+        typed: list[_Event] = []
+        for raw in raw_events:
+            typed.append(
+                _Event(
+                    ph=_as_str(raw.ph),
+                    cat=_as_str(raw.cat),
+                    name=_as_str(raw.name),
+                    pid=_as_id(raw.pid),
+                    tid=_as_id(raw.tid),
+                    ts=_as_number_text(raw.ts),
+                    dur=_as_number_text(raw.dur),
+                    id=_as_id(raw.id),
+                    args=_as_args(raw.args),
+                )
+            )
+        self.add(typed, raw_args=[raw.args for raw in raw_events])
+
+    def _finish(self, c: dict[str, npt.NDArray[Any]], meta: list[tuple[int, bytes]]) -> None:
+        """Shared last step of both decode paths: derive, validate and store one piece.
+
+        `meta` lists (row in the piece, args text) of the rows whose args have a
+        `"Collective name"` key.
+        """
+        phase = c["phase"]
+        bad = c.pop("bad") & (phase == FlowPhase.COMPLETE)  # a flow arrow needs no time
+        if bad.any():
+            self.bad_time += int(bad.sum())
+            keep = ~bad
+            c = {k: v[keep] for k, v in c.items()}
+            phase = c["phase"]
+            if meta:
+                new_row = (np.cumsum(keep) - 1).tolist()
+                meta = [(new_row[r], a) for r, a in meta if keep[r]]
+        for r, text in meta:
+            values = _comm_values(text)
+            if values is not None:
+                self.meta_rows.append(self.rows + r)
+                self.meta_values.append(values)
+        kind, dur_ns, name_id, ts_ns = c["kind"], c["dur_ns"], c["name_id"], c["ts_ns"]
+        kind[(phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)] = EventKind.FLOW
+        memory = phase == FlowPhase.INSTANT
+        kind[memory] = EventKind.MEMORY
+        negative = np.flatnonzero(dur_ns < 0)
+        if negative.size:
+            first = int(negative[0])
+            self.negative.append((self._name(int(name_id[first])), int(ts_ns[first])))
+            self.negative.extend([("", 0)] * (negative.size - 1))
+        dur_ns[phase != FlowPhase.COMPLETE] = 0
+        gpu_side = np.isin(kind, _GPU_SIDE)
+        device, stream = c["device"], c["stream"]
+        device = np.where(gpu_side, np.where(device != NO_ID, device, c["pid"]), NO_ID)
+        cuda_memory = memory & (c["device_type"] == _CUDA_DEVICE_TYPE)
+        c["device"] = np.where(cuda_memory, c["device_id"], device)
+        c["stream"] = np.where(gpu_side, np.where(stream != NO_ID, stream, c["tid"]), NO_ID)
+        ext = c["external_id"]
+        c["external_id"] = np.where(ext != NO_ID, ext, c["external_id_lower"])
+        c["bytes"] = np.where(memory, c["alloc_bytes"], c["bytes"])
+        for key in _COLUMN_TYPES:
+            self.parts[key].append(c[key])
+        self.rows += int(phase.shape[0])
+
+    def _name(self, name_id: int) -> str:
+        for name, nid in self.names.items():
+            if nid == name_id:
+                return name
+        return ""
+
+    def column(self, key: str) -> npt.NDArray[Any]:
+        """One whole column, every piece concatenated."""
+        parts = self.parts[key]
+        dtype = _COLUMN_TYPES[key]
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate(parts).astype(dtype, copy=False)
+
+
+def _comm_meta(columns: _Columns) -> CommMeta | None:
+    """The sparse NCCL metadata table; None when no row has metadata."""
+    if not columns.meta_rows:
+        return None
+    strings = _Interner()
+
+    def ids(values: list[str | None]) -> npt.NDArray[np.int32]:
+        return np.array([NO_ID if v is None else strings[v] for v in values], dtype=np.int32)
+
+    name, in_n, out_n, group, dtype, pg = zip(*columns.meta_values, strict=True)
+    collective = ids(list(name))
+    dtypes = ids(list(dtype))
+    groups = ids(list(pg))
+    return CommMeta(
+        row=np.array(columns.meta_rows, dtype=np.int64),
+        collective=collective,
+        in_nelems=np.array(in_n, dtype=np.int64),
+        out_nelems=np.array(out_n, dtype=np.int64),
+        group_size=np.array(group, dtype=np.int64),
+        dtype=dtypes,
+        process_group=groups,
+        strings=list(strings),
+    )
