@@ -135,11 +135,13 @@ def main() -> int:
         + ", ".join(f"{x:.2f}" for x in load_after),
         f"- Python {platform.python_version()}, badput {badput.__version__}",
         "",
-        "Not measured here: NVML reads (this machine has no GPU). `nvmlDeviceGetPcieThroughput` "
-        "samples over 20 ms per direction, so on a GPU each sample also waits ~40 ms per GPU "
-        "inside the driver; `make gpu-check` runs a 10 s sampler on the GPU machine and prints "
-        "its cost. The per-core CPU columns make the cost grow with the core count (this machine "
-        "has 2; /proc/stat has one line per core).",
+        "Not measured here: NVML reads (this machine has no GPU). PCIe throughput comes from "
+        "NVML's cumulative counters where the driver has them; otherwise "
+        "`nvmlDeviceGetPcieThroughput` measures over 20 ms per direction, so it is read once a "
+        "second per GPU and that sample waits ~40 ms per GPU in the driver. `make gpu-check` "
+        "runs a 10 s sampler on the GPU machine and prints its cost. The per-core CPU columns "
+        "make the cost grow with the core count (this machine has 2; /proc/stat has one line "
+        "per core).",
     ]
     text = "\n".join(lines) + "\n"
     print(text)

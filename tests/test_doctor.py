@@ -641,3 +641,44 @@ def test_doctor_options() -> None:
     ]
     assert set(params["output_format"].opts) == {"--format", "-f"}
     assert params["data"].opts == ["--data"] and params["strict"].opts == ["--strict"]
+
+
+def test_real_nvml_pcie_fallback_is_rate_limited() -> None:
+    nvml = RealNvml(FakePynvml())
+    assert nvml.sample(0).pcie_tx_bytes_per_s == 1000 * 1024
+    # the 20 ms-per-direction measurement is not repeated within a second
+    again = nvml.sample(0)
+    assert (again.pcie_tx_bytes_per_s, again.pcie_rx_bytes_per_s) == (None, None)
+    assert again.utilization_pct == 97
+
+
+class Field:
+    def __init__(self, ts_us: int, value: int, ret: int = 0) -> None:
+        self.timestamp, self.nvmlReturn = ts_us, ret
+        self.value = type("V", (), {"ullVal": value})()
+
+
+class CounterPynvml(FakePynvml):
+    NVML_FI_DEV_PCIE_COUNT_TX_BYTES, NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 197, 198
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def nvmlDeviceGetFieldValues(self, h: str, ids: list[int]) -> list[Field]:
+        assert ids == [197, 198]
+        self.reads += 1
+        t = self.reads * 100_000  # a read every 100 ms
+        return [Field(t, self.reads * 5_000_000), Field(t, self.reads * 1_000_000)]
+
+    def nvmlDeviceGetPcieThroughput(self, h: str, counter: int) -> int:
+        raise AssertionError("counters are there: no blocking throughput read")
+
+
+def test_real_nvml_pcie_from_counters() -> None:
+    nvml = RealNvml(CounterPynvml())
+    first = nvml.sample(0)
+    assert (first.pcie_tx_bytes_per_s, first.pcie_rx_bytes_per_s) == (None, None)
+    second = nvml.sample(0)
+    # 5 MB and 1 MB more in 100 ms
+    assert (second.pcie_tx_bytes_per_s, second.pcie_rx_bytes_per_s) == (50_000_000, 10_000_000)

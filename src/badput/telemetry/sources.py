@@ -13,6 +13,7 @@ import importlib
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -39,6 +40,9 @@ __all__ = [
 _T = TypeVar("_T")
 
 NVIDIA_PCI_VENDOR = "0x10de"
+# Without cumulative PCIe counters, throughput is measured by NVML over 20 ms per direction
+# (blocking); read it at most this often per GPU.
+PCIE_FALLBACK_INTERVAL_S = 1.0
 
 
 class TelemetryError(BadputError):
@@ -239,6 +243,9 @@ class RealNvml:
         except Exception as e:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
             raise NvmlUnavailable(f"no NVIDIA driver found (NVML: {e})") from e
         self._handles: dict[int, Any] = {}
+        self._pcie_counters_ok: dict[int, bool] = {}
+        self._pcie_prev: dict[int, tuple[int, int, int]] = {}
+        self._pcie_last: dict[int, float] = {}
 
     def _opt(self, fn: Callable[[], _T]) -> _T | None:
         try:
@@ -340,23 +347,64 @@ class RealNvml:
     def sample(self, index: int) -> GpuSample:
         """One telemetry sample of GPU `index`.
 
-        NVML measures PCIe throughput over a 20 ms window per direction, so each sample
-        blocks the sampling thread for about 40 ms (not CPU time).
+        PCIe throughput comes from the cumulative byte counters (NVML field values
+        `NVML_FI_DEV_PCIE_COUNT_TX_BYTES`/`_RX_BYTES`, recent drivers), as a rate since the
+        previous sample: no waiting. Where the driver lacks them, `nvmlDeviceGetPcieThroughput`
+        is used, which measures over 20 ms per direction and so blocks for about 40 ms: it is
+        read at most once per `PCIE_FALLBACK_INTERVAL_S` per GPU (None in between).
         """
         m, h, opt = self._m, self._handle(index), self._opt
         util = opt(lambda: m.nvmlDeviceGetUtilizationRates(h))
         mem = opt(lambda: m.nvmlDeviceGetMemoryInfo(h))
-        tx = opt(lambda: m.nvmlDeviceGetPcieThroughput(h, m.NVML_PCIE_UTIL_TX_BYTES))
-        rx = opt(lambda: m.nvmlDeviceGetPcieThroughput(h, m.NVML_PCIE_UTIL_RX_BYTES))
+        tx, rx = self._pcie_rates(index, h)
         return GpuSample(
             utilization_pct=int(util.gpu) if util is not None else None,
             sm_clock_mhz=opt(lambda: m.nvmlDeviceGetClockInfo(h, m.NVML_CLOCK_SM)),
             memory_used_bytes=int(mem.used) if mem is not None else None,
             power_mw=opt(lambda: m.nvmlDeviceGetPowerUsage(h)),
             temperature_c=opt(lambda: m.nvmlDeviceGetTemperature(h, m.NVML_TEMPERATURE_GPU)),
-            # NVML reports KB/s
-            pcie_tx_bytes_per_s=int(tx) * 1024 if tx is not None else None,
-            pcie_rx_bytes_per_s=int(rx) * 1024 if rx is not None else None,
+            pcie_tx_bytes_per_s=tx,
+            pcie_rx_bytes_per_s=rx,
+        )
+
+    def _pcie_counters(self, h: Any) -> tuple[int, int, int] | None:
+        """(timestamp us, TX bytes, RX bytes) from the cumulative counters, or None."""
+        m = self._m
+        ids = (
+            getattr(m, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", None),
+            getattr(m, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", None),
+        )
+        if None in ids or not hasattr(m, "nvmlDeviceGetFieldValues"):
+            return None
+        values = self._opt(lambda: m.nvmlDeviceGetFieldValues(h, list(ids)))
+        if values is None or len(values) != 2 or any(v.nvmlReturn != 0 for v in values):
+            return None
+        return int(values[0].timestamp), int(values[0].value.ullVal), int(values[1].value.ullVal)
+
+    def _pcie_rates(self, index: int, h: Any) -> tuple[int | None, int | None]:
+        """PCIe (TX, RX) bytes per second for a sample; see `sample`."""
+        if self._pcie_counters_ok.get(index, True):
+            now = self._pcie_counters(h)
+            if now is not None:
+                self._pcie_counters_ok[index] = True
+                prev = self._pcie_prev.get(index)
+                self._pcie_prev[index] = now
+                if prev is None or now[0] <= prev[0]:
+                    return None, None
+                dt_s = (now[0] - prev[0]) / 1e6
+                return round((now[1] - prev[1]) / dt_s), round((now[2] - prev[2]) / dt_s)
+            self._pcie_counters_ok[index] = False
+        mono = time.monotonic()
+        if mono - self._pcie_last.get(index, -1e9) < PCIE_FALLBACK_INTERVAL_S:
+            return None, None
+        self._pcie_last[index] = mono
+        m, opt = self._m, self._opt
+        tx = opt(lambda: m.nvmlDeviceGetPcieThroughput(h, m.NVML_PCIE_UTIL_TX_BYTES))
+        rx = opt(lambda: m.nvmlDeviceGetPcieThroughput(h, m.NVML_PCIE_UTIL_RX_BYTES))
+        # nvmlDeviceGetPcieThroughput reports KB/s
+        return (
+            int(tx) * 1024 if tx is not None else None,
+            int(rx) * 1024 if rx is not None else None,
         )
 
     def close(self) -> None:
