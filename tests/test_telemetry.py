@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from badput.analysis import WindowSource
 from badput.analysis.telemetry import EPOCH_MIN_NS, align_telemetry, metric_unit
 from badput.cli.app import main
 from badput.report.telemetry_report import (
@@ -331,3 +332,35 @@ def test_reports() -> None:
     text = console.export_text()
     assert "600 samples at 9.998 Hz" in text and "0.50 % of one core" in text
     assert "gpu0: 2 samples failed" in text
+
+
+def test_align_devices_and_report() -> None:
+    from badput.analysis.results import Breakdown, CommSummary, DeviceAnalysis, IdleCauses
+    from badput.analysis.telemetry import align_devices
+    from badput.report.telemetry_report import render_device_telemetry, telemetry_document
+
+    def device(start_ns: int, length_ns: int, rank: int) -> DeviceAnalysis:
+        return DeviceAnalysis(
+            trace="w.pt.trace.json",
+            rank=rank,
+            world_size=2,
+            device=rank,
+            gpu=None,
+            window_start_ns=start_ns,
+            window_ns=length_ns,
+            window_source=WindowSource.GPU_ACTIVITY,
+            goodput=0.5,
+            breakdown=Breakdown(0, 0, 0, 0),
+            idle_causes=IdleCauses(0, 0, 0, 0),
+            comm=CommSummary(0, 0),
+        )
+
+    devices = [device(T0 + 500_000_000, 500_000_000, 0), device(T0, 150_000_000, 1)]
+    alignments = align_devices(_columns(), devices)
+    assert [a.samples_in_window for a in alignments] == [6, 2]
+    doc = telemetry_document(devices, alignments)
+    assert [(d["rank"], d["samples_in_window"]) for d in doc] == [(0, 6), (1, 2)]
+    console = Console(record=True, width=120)
+    render_device_telemetry(devices, alignments, console)
+    text = console.export_text()
+    assert "w.pt.trace.json rank 1 GPU 1" in text and "only 2 telemetry sample(s)" in text

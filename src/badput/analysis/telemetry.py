@@ -18,7 +18,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["EPOCH_MIN_NS", "MetricStats", "TelemetryAlignment", "align_telemetry", "metric_unit"]
+from badput.analysis.results import DeviceAnalysis
+
+__all__ = [
+    "EPOCH_MIN_NS",
+    "MetricStats",
+    "TelemetryAlignment",
+    "align_devices",
+    "align_telemetry",
+    "metric_unit",
+]
 
 # 2000-01-01T00:00:00Z in epoch ns: a larger timestamp is on the epoch clock, a smaller one is
 # relative (to a base time, or to boot for CLOCK_MONOTONIC).
@@ -146,3 +155,27 @@ def align_telemetry(
                 )
             )
     return TelemetryAlignment(start, end, clock, len(inside), total, metrics, warnings)
+
+
+def align_devices(
+    columns: Mapping[str, Sequence[float | int | None]],
+    devices: Sequence[DeviceAnalysis],
+    *,
+    base_time_ns: int | None = None,
+) -> list[TelemetryAlignment]:
+    """`align_telemetry` over each device's analysed window, in the order of `devices`.
+
+    Args:
+        columns: the sampler's columns.
+        devices: the per-GPU analyses (`window_start_ns`, `window_ns`).
+        base_time_ns: the trace's `baseTimeNanoseconds`, when its times are relative.
+    """
+    return [
+        align_telemetry(
+            columns,
+            d.window_start_ns,
+            d.window_start_ns + d.window_ns,
+            base_time_ns=base_time_ns,
+        )
+        for d in devices
+    ]

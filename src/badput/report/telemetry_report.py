@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from badput.analysis.results import DeviceAnalysis
 from badput.analysis.telemetry import TelemetryAlignment
 
-__all__ = ["alignment_document", "render_alignment", "render_sampler_summary"]
+__all__ = [
+    "alignment_document",
+    "render_alignment",
+    "render_device_telemetry",
+    "render_sampler_summary",
+    "telemetry_document",
+]
 
 _PER_CORE = re.compile(r"cpu\d+_util_pct$")
 
@@ -54,6 +63,26 @@ def render_alignment(a: TelemetryAlignment, console: Console) -> None:
         console.print(t)
     for w in a.warnings:
         console.print(f"warning: {w}", style="yellow")
+
+
+def telemetry_document(
+    devices: Sequence[DeviceAnalysis], alignments: Sequence[TelemetryAlignment]
+) -> list[dict[str, Any]]:
+    """One entry per GPU: trace, rank, device, then the alignment's fields."""
+    return [
+        {"trace": d.trace, "rank": d.rank, "device": d.device, **alignment_document(a)}
+        for d, a in zip(devices, alignments, strict=True)
+    ]
+
+
+def render_device_telemetry(
+    devices: Sequence[DeviceAnalysis], alignments: Sequence[TelemetryAlignment], console: Console
+) -> None:
+    """The telemetry of each GPU's window, under a line naming the GPU."""
+    for d, a in zip(devices, alignments, strict=True):
+        rank = f"rank {d.rank} " if d.rank is not None else ""
+        console.print(Text.assemble((d.trace, "bold"), f" {rank}GPU {d.device}"))
+        render_alignment(a, console)
 
 
 def render_sampler_summary(s: dict[str, Any], console: Console) -> None:

@@ -143,7 +143,9 @@ def run_doctor(
                     Status.FAIL if pci and proc is None else Status.WARN,
                     f"{error}; {len(pci)} NVIDIA GPU(s) on the PCI bus; "
                     f"driver: {proc or 'not loaded'}",
-                    "install the NVIDIA driver and pip install 'badput[nvml]'",
+                    "load or install the NVIDIA driver"
+                    if proc is None
+                    else "pip install 'badput[nvml]' (nvidia-ml-py) for the GPU checks",
                 )
             )
     pids = set(own_pids) if own_pids is not None else {os.getpid()}
