@@ -682,3 +682,27 @@ def test_real_nvml_pcie_from_counters() -> None:
     second = nvml.sample(0)
     # 5 MB and 1 MB more in 100 ms
     assert (second.pcie_tx_bytes_per_s, second.pcie_rx_bytes_per_s) == (50_000_000, 10_000_000)
+
+
+def test_gpus_on_the_bus_without_driver(tmp_path: Path) -> None:
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this machine has an NVIDIA driver")
+    host = two_socket_tree(tmp_path, gpu_nodes=(1,))
+    checks = {
+        c.id: c
+        for c in run_doctor(
+            host=host,
+            env={},
+            affinity={0, 1},
+            software=Software(torch="2.4.0", cuda="12.4"),
+            nofile=(65536, 65536),
+            shm=(16 << 30, 16 << 30),
+        )
+    }
+    driver = checks["gpu.driver"]
+    assert driver.status == Status.FAIL
+    assert "1 NVIDIA GPU(s) on the PCI bus; driver: not loaded" in driver.evidence
+    assert driver.fix == "load or install the NVIDIA driver"
+    # topology still works from the PCI bus
+    assert checks["topology.gpu_affinity"].status == Status.FAIL
+    assert "GPU 0 (0000:06:00.0) on NUMA node 1" in checks["topology.gpu_affinity"].evidence
