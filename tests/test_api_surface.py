@@ -158,7 +158,16 @@ def test_version_command(capsys: pytest.CaptureFixture[str]) -> None:
 def test_analyze_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "--help"]) == 0
     out = capsys.readouterr().out
-    for option in ("--format", "--out", "--top", "--window", "--executor", "--jobs", "--strict"):
+    for option in (
+        "--format",
+        "--out",
+        "--top",
+        "--window",
+        "--executor",
+        "--jobs",
+        "--strict",
+        "--telemetry",
+    ):
         assert option in out, option
     analyze = typer.main.get_command(app).commands["analyze"]  # type: ignore[attr-defined]
     params = {p.name: p for p in analyze.params}
@@ -170,6 +179,7 @@ def test_analyze_options(capsys: pytest.CaptureFixture[str]) -> None:
         "output_format",
         "paths",
         "strict",
+        "telemetry",
         "top",
         "window",
     ]

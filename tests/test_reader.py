@@ -946,3 +946,18 @@ def test_window_malformed(value: str, capsys: pytest.CaptureFixture[str]) -> Non
     assert len(lines) == 1, err
     assert lines[0].startswith("badput: error: ")
     assert "--window" in lines[0]
+
+
+def test_base_time_is_kept(shared_traces: Path, tmp_path: Path) -> None:
+    """Newer traces' times are relative to `baseTimeNanoseconds`; older ones have none."""
+    h100 = sorted((shared_traces / "tracelens-h100").glob("*.json*"))
+    assert load_trace(str(h100[0])).base_time_ns == 1_751_410_836_000_000_000
+    resnet = next((shared_traces / "kineto-resnet50").glob("*.pt.trace.json.gz"))
+    assert load_trace(str(resnet)).base_time_ns is None
+    b = TraceBuilder()
+    b.kernel("k", 0, 10)
+    for raw, expected in (("12345", 12345), ('"12345"', 12345), ("-5", None), ('"x"', None)):
+        text = b.text().replace('"traceEvents"', f'"baseTimeNanoseconds": {raw}, "traceEvents"')
+        path = tmp_path / "t.json"
+        path.write_text(text)
+        assert load_trace(str(path)).base_time_ns == expected, raw

@@ -364,3 +364,61 @@ def test_align_devices_and_report() -> None:
     render_device_telemetry(devices, alignments, console)
     text = console.export_text()
     assert "w.pt.trace.json rank 1 GPU 1" in text and "only 2 telemetry sample(s)" in text
+
+
+def _telemetry_file(path: Path, t0_ns: int) -> Path:
+    """20 samples every 100 ms from t0 (epoch ns): gpu0_util_pct = sample index."""
+    cols = ["ts_ns", "gpu0_util_pct"]
+    header = {"schema": "badput.telemetry/1", "hz": 10.0, "clock": "epoch ns", "columns": cols}
+    rows = [{"ts_ns": t0_ns + i * 100_000_000, "gpu0_util_pct": float(i)} for i in range(20)]
+    path.write_text("\n".join(json.dumps(x) for x in [header, *rows]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_analyze_shows_telemetry_in_each_gpu_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], relative: bool
+) -> None:
+    """The trace's window [0.5 s, 1.0 s] holds samples 5..10, on either clock convention.
+
+    Older traces write epoch times; newer ones write times relative to their
+    `baseTimeNanoseconds`, which the reader keeps (`Trace.base_time_ns`).
+    """
+    from synth import BASE_NS, TraceBuilder, run_cli
+
+    base = 3 * 10**9 if relative else BASE_NS  # trace-clock origin of the builder's times
+    epoch_of_zero = BASE_NS  # the epoch time of trace time `base`
+    b = TraceBuilder(base_ns=base, unit_ns=1_000_000)  # builder times in ms
+    b.device_properties([0])
+    if relative:
+        b.set_top("baseTimeNanoseconds", epoch_of_zero - base)
+    b.profiler_step(1, 500, 1000, gpu=True)
+    b.kernel("gemm_kernel", 500, 1000)
+    trace = b.write(tmp_path / "t.pt.trace.json")
+    samples = _telemetry_file(tmp_path / "s.jsonl", epoch_of_zero)
+
+    code, out, err = run_cli(capsys, "analyze", trace, "--telemetry", samples, "-f", "json")
+    assert code == 0, err
+    (entry,) = json.loads(out)["telemetry"]
+    assert entry["samples_in_window"] == 6
+    gpu = {m["name"]: m for m in entry["metrics"]}["gpu0_util_pct"]
+    assert (gpu["mean"], gpu["min"], gpu["max"]) == (7.5, 5.0, 10.0)
+    assert entry["clock"] == ("base_time" if relative else "epoch")
+
+    code, out, err = run_cli(capsys, "analyze", trace, "--telemetry", samples)
+    assert code == 0, err
+    assert "telemetry in each GPU's window" in out and "gpu0_util_pct" in out
+
+
+def test_analyze_telemetry_bad_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synth import TraceBuilder, run_cli
+
+    b = TraceBuilder()
+    b.kernel("k", 0, 10)
+    trace = b.write(tmp_path / "t.pt.trace.json")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    code, _, err = run_cli(capsys, "analyze", trace, "--telemetry", bad)
+    assert code == 2 and "bad.jsonl" in err and "Traceback" not in err

@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -18,6 +18,11 @@ from rich.console import Console
 from badput import __version__
 from badput.cli.common import Format
 from badput.errors import BadputError
+
+if TYPE_CHECKING:
+    from badput.analysis.results import DeviceAnalysis
+    from badput.analysis.telemetry import TelemetryAlignment
+    from badput.diagnose import JobResult
 
 __all__ = ["app", "main"]
 
@@ -82,6 +87,13 @@ def analyze(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 2 when any trace cannot be analysed.")
     ] = False,
+    telemetry: Annotated[
+        str | None,
+        typer.Option(
+            "--telemetry",
+            help="A `badput telemetry record` file (.jsonl/.parquet) to show beside each GPU.",
+        ),
+    ] = None,
 ) -> None:
     """Goodput and badput of each GPU in PyTorch profiler traces, and across ranks.
 
@@ -109,6 +121,11 @@ def analyze(
     if executor is Executor.RAY and jobs is not None:
         raise UsageError("--jobs is for --executor local; Ray uses the cluster's CPUs")
     files = [f for p in paths for f in find_traces(p)]
+    samples = None
+    if telemetry is not None:
+        from badput.telemetry import read_telemetry
+
+        samples = read_telemetry(telemetry)  # a bad file is a usage error before any work
     err = Console(stderr=True)
     if executor is Executor.RAY:
         runner: LocalExecutor | RayExecutor = RayExecutor(address=address)
@@ -134,21 +151,49 @@ def analyze(
     for o in failed:
         _warn(f"{o.path}: {o.error} (left out; {len(job.analysed)} of {len(outcomes)} analysed)")
 
+    aligned = _align_telemetry(job, samples.columns) if samples is not None else None
     if output_format is Format.JSON:
-        data = encode_document(job_document(job, top=top))
+        document = job_document(job, top=top)
+        if aligned is not None:
+            from badput.report.telemetry_report import telemetry_document
+
+            document["telemetry"] = telemetry_document(*aligned)
+        data = encode_document(document)
         if out:
             with open(out, "wb") as f:
                 f.write(data)
         else:
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
-    elif out:
-        with open(out, "w", encoding="utf-8") as text_file:
-            render_job(job, Console(file=text_file, width=120, no_color=True), top=top)
     else:
-        render_job(job, Console(), top=top)
+        with contextlib.ExitStack() as stack:
+            if out:
+                text_file = stack.enter_context(open(out, "w", encoding="utf-8"))
+                console = Console(file=text_file, width=120, no_color=True)
+            else:
+                console = Console()
+            render_job(job, console, top=top)
+            if aligned is not None:
+                from badput.report.telemetry_report import render_device_telemetry
+
+                console.rule("telemetry in each GPU's window")
+                render_device_telemetry(*aligned, console)
     if failed and strict:
         raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _align_telemetry(
+    job: JobResult, columns: Mapping[str, Sequence[float | int | None]]
+) -> tuple[list[DeviceAnalysis], list[TelemetryAlignment]]:
+    """Each analysed GPU with the sampler's statistics inside its window."""
+    from badput.analysis.telemetry import align_devices
+
+    devices: list[DeviceAnalysis] = []
+    alignments: list[TelemetryAlignment] = []
+    for o in job.analysed:
+        devices += o.devices
+        alignments += align_devices(columns, o.devices, base_time_ns=o.base_time_ns)
+    return devices, alignments
 
 
 @contextlib.contextmanager

@@ -63,6 +63,7 @@ class RankOutcome:
         findings: per-GPU findings, ranked, in the order of `devices`.
         summaries: cross-rank summaries of the GPUs with activity.
         error: why the trace could not be analysed; None when it was.
+        base_time_ns: the trace's `baseTimeNanoseconds` (epoch ns its times are relative to).
     """
 
     path: str
@@ -74,6 +75,7 @@ class RankOutcome:
     findings: list[list[Finding]] = field(default_factory=list)
     summaries: list[RankSummary] = field(default_factory=list)
     error: str | None = None
+    base_time_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ def outcome_of(trace: Trace, devices: list[DeviceAnalysis], top: int = 0) -> Ran
         devices=compact,
         findings=findings,
         summaries=summaries,
+        base_time_ns=trace.base_time_ns,
     )
 
 

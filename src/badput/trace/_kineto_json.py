@@ -169,6 +169,7 @@ class _Document(msgspec.Struct):
     deviceProperties: msgspec.Raw = _EMPTY
     computeProperties: msgspec.Raw = _EMPTY
     distributedInfo: msgspec.Raw = _EMPTY
+    baseTimeNanoseconds: msgspec.Raw = _EMPTY
 
 
 _decode_events = msgspec.json.Decoder(list[_Event]).decode

@@ -312,7 +312,7 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
         warnings.append(f"skipped {columns.bad_time} event(s) without a valid ts or dur")
     if columns.skipped_non_objects:
         warnings.append(f"skipped {columns.skipped_non_objects} entries that are not objects")
-    rank, world_size, gpu_names = _header(document, warnings)
+    rank, world_size, gpu_names, base_time_ns = _header(document, warnings)
     names = [""] * len(columns.names)
     for name, nid in columns.names.items():
         names[nid] = name
@@ -326,18 +326,23 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
         world_size=world_size,
         gpu_names=gpu_names,
         warnings=warnings,
+        base_time_ns=base_time_ns,
     )
 
 
 def _header(
     document: _Document | None, warnings: list[str]
-) -> tuple[int | None, int | None, dict[int, str]]:
-    """Rank, world size and GPU names from the top-level keys; tolerant of their layout."""
+) -> tuple[int | None, int | None, dict[int, str], int | None]:
+    """Rank, world size, GPU names and base time from the top-level keys; tolerant of layout."""
     rank: int | None = None
     world_size: int | None = None
     gpu_names: dict[int, str] = {}
+    base_time_ns: int | None = None
     if document is None:
-        return rank, world_size, gpu_names
+        return rank, world_size, gpu_names, base_time_ns
+    if document.baseTimeNanoseconds:
+        base = _as_int(_safe_decode(document.baseTimeNanoseconds))
+        base_time_ns = base if base > 0 else None
     if document.distributedInfo:
         info = _safe_decode(document.distributedInfo)
         if isinstance(info, dict):
@@ -358,4 +363,4 @@ def _header(
                 index = _as_int(entry.get("id"))
                 if index >= 0:
                     gpu_names.setdefault(index, entry["name"])
-    return rank, world_size, gpu_names
+    return rank, world_size, gpu_names, base_time_ns

@@ -127,6 +127,9 @@ class Trace:
         rank: `distributedInfo.rank`, None when the trace has none.
         world_size: `distributedInfo.world_size`, None when the trace has none.
         gpu_names: device index -> GPU model name from `deviceProperties`.
+        base_time_ns: `baseTimeNanoseconds` of newer Kineto traces: their times are relative
+            to it, so the Unix epoch time of a row is `base_time_ns + ts_ns`. None when the
+            trace has none (older traces write epoch microseconds directly).
         comm_meta: NCCL metadata (`CommMeta`) of the rows whose args carry a
             `"Collective name"`; None when no row does (traces before PyTorch 2.1).
         warnings: what the reader noticed but could read past (partial data, odd fields).
@@ -153,6 +156,7 @@ class Trace:
     world_size: int | None = None
     gpu_names: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    base_time_ns: int | None = None
     comm_meta: CommMeta | None = None
 
     def __len__(self) -> int:
