@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/whatif_dataloader.py || rc=1; \
 	$(BIN)/python benchmarks/bench_meter.py || rc=1; \
 	$(BIN)/python benchmarks/bench_ranks.py || rc=1; \
+	$(BIN)/python benchmarks/bench_sampler.py || rc=1; \
 	exit $$rc
 
 # GPU checks: tests marked gpu, run on a machine with an NVIDIA GPU. pytest exits 5 when no
@@ -48,7 +49,7 @@ bench: $(STAMP)
 # whose summary (CPU cost included) goes to stderr; NVML comes from the nvml extra.
 gpu-check: $(STAMP)
 	$(BIN)/pytest -m gpu -rs; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
-	$(BIN)/python -m pip install -q 'nvidia-ml-py>=12'
+	$(BIN)/python -c 'import pynvml' 2>/dev/null || $(BIN)/python -m pip install -q 'nvidia-ml-py>=12'
 	$(BIN)/badput doctor --format json
 	mkdir -p build/gpu-check
 	$(BIN)/badput telemetry record --hz 10 --out build/gpu-check/telemetry.jsonl -- sleep 10
