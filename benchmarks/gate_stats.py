@@ -4,11 +4,12 @@ Runs many A/B trials of a CPU-bound command (each run prints its own work time a
 - A/A: the same command on both sides, half of the trials with a CPU burner in the
   background: the share of trials that report a regression (or improvement) is the false
   positive rate;
-- 10 % and 5 % slowdowns: the head does 10 % (5 %) more iterations; the share of trials that
+- 10 % and 5 % slowdowns: the head does 10 % (5 %) more work; the share of trials that
   report a regression is the power.
 Each trial is a full gate run with the default policy (10 rounds, up to 30 when
-inconclusive); power is also reported for the first look alone (10 rounds, no extension).
-Writes benchmarks/results/gate_stats.md.
+inconclusive); the verdict at the first look (after 10 rounds) is reported too.
+Writes benchmarks/results/gate_stats.md (`--workload gemm`, the default) or
+benchmarks/results/gate_stats_pyloop.md (`--workload pyloop`).
 """
 
 from __future__ import annotations
@@ -29,22 +30,43 @@ from badput.bench.ab import Policy, Side, run_ab
 from badput.bench.stats import Decision, compare, decide
 
 HERE = Path(__file__).resolve().parent
-# The benchmark, with the round protocol of the design note (section 5.1): in each fresh
-# process one warm-up and then k timed iterations of a fixed CPU loop (a round of 50-200 ms),
-# the round's value being their median, printed as JSON (so interpreter start-up does not
-# dilute the effect and a few preempted iterations do not decide the round).
-WORK = (
-    "import sys,time,json,statistics;n=int(sys.argv[1]);k=int(sys.argv[2])\n"
-    "def f():\n s=0\n for i in range(n): s+=i*i\n"
+# The benchmarks, with the round protocol of the design note (section 5.1): in each fresh
+# process one warm-up and then k timed iterations of a fixed piece of work (a round of 50-200
+# ms), the round's value being their median, printed as JSON (so interpreter start-up does not
+# dilute the effect and a few preempted iterations do not decide the round). `n` sets the
+# amount of work; the head's n is the base's times 1.10 (or 1.05).
+#
+# - gemm: n single-threaded 256 x 256 float64 matrix products per iteration (20 for the base),
+#   compiled code like the GEMMs of a training step. One process is as fast as the next here
+#   (about 1 % apart), so a round's noise is the machine's.
+# - pyloop: a pure-Python loop of n iterations (200,000 for the base), allocation-heavy
+#   interpreter code. Each process has a speed of its own on this VM, about 5-8 % apart (memory
+#   layout, measured in the note's table): the hard case, where 10 rounds hold too little
+#   information for a 10 % change.
+WORKLOADS = {
+    "gemm": (
+        "import numpy as np\n"
+        "a=np.random.default_rng(0).random((256,256));b=a.T.copy()\n"
+        "def f():\n for _ in range(n): a@b\n",
+        20,
+        10,
+    ),
+    "pyloop": ("def f():\n s=0\n for i in range(n): s+=i*i\n", 200_000, 15),
+}
+HARNESS = (
+    "import sys,time,json,statistics;n=int(sys.argv[1]);k=int(sys.argv[2])\n{body}"
     "f();ts=[]\n"
     "for _ in range(k):\n t=time.perf_counter();f();ts.append(time.perf_counter()-t)\n"
-    "print(json.dumps({'work_s': statistics.median(ts)}))"
+    "print(json.dumps({{'work_s': statistics.median(ts)}}))"
 )
-PER_ROUND = 15
+#: BLAS and OpenMP on one thread: the other core is the CPU burner's (A/A trials).
+ENV = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1"
+WORKLOAD = "gemm"
 
 
-def command(iterations: int) -> str:
-    return f'{sys.executable} -c "{WORK}" {iterations} {PER_ROUND}'
+def command(n: int) -> str:
+    body, _, per_round = WORKLOADS[WORKLOAD]
+    return f'{ENV} {sys.executable} -c "{HARNESS.format(body=body)}" {n} {per_round}'
 
 
 def burner() -> subprocess.Popen[bytes]:
@@ -84,9 +106,11 @@ Row = tuple[str, int, float, float, float, str, bool | None]
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--trials", type=int, default=60)
-    p.add_argument("--iterations", type=int, default=200_000, help="loop size (~10 ms)")
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="gemm")
     args = p.parse_args()
-    n = args.iterations
+    global WORKLOAD
+    WORKLOAD = args.workload
+    n = WORKLOADS[WORKLOAD][1]
     default = Policy()
     start = time.perf_counter()
     load_before = os.getloadavg()
@@ -137,7 +161,7 @@ def main() -> int:
         first: list[Decision] = []
         used: list[int] = []
         for _ in range(args.trials):
-            d, r, f = trial(n, int(n * (1 + pct / 100)), default)
+            d, r, f = trial(n, round(n * (1 + pct / 100)), default)
             got.append(d)
             first.append(f)
             used.append(r)
@@ -170,15 +194,15 @@ def main() -> int:
         "# `badput bench ab`: false positives and power on this machine",
         "",
         f"Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}. Made by "
-        f"`.venv/bin/python benchmarks/gate_stats.py --trials {args.trials}` in "
-        f"{time.perf_counter() - start:,.0f} s.",
+        f"`.venv/bin/python benchmarks/gate_stats.py --trials {args.trials} --workload "
+        f"{WORKLOAD}` in {time.perf_counter() - start:,.0f} s.",
         "",
-        f"Each trial is one gate run: base and head are `python -c <loop>`, a fresh process "
-        f"each round, interleaved A B / B A. Each run does one warm-up and {PER_ROUND} timed "
-        f"iterations of a {n:,}-iteration loop (median round value: "
-        f"{1e3 * statistics.median(v for t in RAW for v in t['base']):.1f} ms) and prints "
-        "their median as `work_s`, "
-        "the metric judged. Default policy: alpha 0.01 (Holm) spent over 3 looks as "
+        f"Each trial is one gate run: base and head are `python -c <{WORKLOAD} work>` (see the "
+        "script), a fresh process each round, interleaved A B / B A. Each run does one warm-up "
+        f"and {WORKLOADS[WORKLOAD][2]} timed iterations of the work (n = {n:,} for the base; "
+        f"median round value: {1e3 * statistics.median(v for t in RAW for v in t['base']):.1f} "
+        "ms) and prints their median as `work_s`, the metric judged. Default policy: alpha "
+        "0.01 (Holm) spent over 3 looks as "
         f"{', '.join(f'{a:g}' for a in default.look_alphas())}, minimum effect 5 %, 10 "
         "rounds, up to 30 when inconclusive. 'At the first look' is the verdict the same gate "
         "run had after its first 10 rounds (recomputed from its recorded rounds).",
@@ -204,10 +228,13 @@ def main() -> int:
     ]
     text = "\n".join(lines)
     print(text)
-    out = HERE / "results" / "gate_stats.md"
+    suffix = "" if WORKLOAD == "gemm" else f"_{WORKLOAD}"
+    out = HERE / "results" / f"gate_stats{suffix}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    raw = HERE / "work" / "gate_stats_raw.json"  # every trial's round values, for a re-analysis
+    raw = (
+        HERE / "work" / f"gate_stats{suffix}_raw.json"
+    )  # every trial's round values, for a re-analysis
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(RAW))
     return 0 if all(ok is not False for *_, ok in rows) else 1
