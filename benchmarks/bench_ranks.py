@@ -238,7 +238,7 @@ def main() -> int:
         "",
         f"- CPU: {machine.cpu_model()}, {os.cpu_count()} cores; RAM {machine.mem_gib():.1f} GiB; "
         f"Linux {platform.release()}; load average at the start {load_start}, at the end "
-        f"{load_end} (a machine shared with other work)",
+        f"{load_end}",
         f"- Python {platform.python_version()}, numpy {np.__version__}, ray {ray.__version__}, "
         f"badput {badput.__version__}",
         "",
