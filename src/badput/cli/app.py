@@ -264,6 +264,10 @@ def _register_subcommands() -> None:
     app.command(name="doctor")(doctor)
     app.add_typer(telemetry_app, name="telemetry")
 
+    from badput.cli.annotate import annotate
+
+    app.command(name="annotate")(annotate)
+
 
 _register_subcommands()
 

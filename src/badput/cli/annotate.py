@@ -1,0 +1,41 @@
+"""`badput annotate`: a copy of a trace with badput's tracks, for Perfetto UI and chrome://tracing."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+__all__ = ["annotate"]
+
+
+def annotate(
+    trace: Annotated[str, typer.Argument(help="A trace file (.json, .json.gz).")],
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="The annotated copy (.json, or .json.gz: gzipped).")
+    ],
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window",
+            help="Analyse only steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
+        ),
+    ] = None,
+) -> None:
+    """Write a copy of a trace with extra tracks: idle by cause, exposed communication, findings.
+
+    Every original event is kept; per GPU, a process "badput GPU N" is added whose tracks
+    hold the analysis intervals (their durations add up to `badput analyze`'s numbers) and
+    the findings as instant events at the window start.
+
+    Example:
+        badput annotate worker0.pt.trace.json.gz --out annotated.json.gz
+    """
+    from badput.report.perfetto import annotate_trace
+
+    result = annotate_trace(trace, out, window)
+    sys.stderr.write(
+        f"badput: wrote {result.out}: {result.original_events} original events, "
+        f"{result.added_events} added ({result.devices} GPU(s), {result.findings} finding(s))\n"
+    )
