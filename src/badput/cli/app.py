@@ -264,9 +264,9 @@ def _register_subcommands() -> None:
     app.command(name="doctor")(doctor)
     app.add_typer(telemetry_app, name="telemetry")
 
-    from badput.cli.annotate import annotate
+    from badput.cli.diff import diff
 
-    app.command(name="annotate")(annotate)
+    app.command(name="diff")(diff)
 
 
 _register_subcommands()

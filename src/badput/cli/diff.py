@@ -1,0 +1,70 @@
+"""`badput diff BEFORE AFTER`: what changed between two traces of the same workload."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from badput.cli.common import Format
+from badput.errors import UsageError
+
+__all__ = ["diff"]
+
+
+def diff(
+    before: Annotated[str, typer.Argument(help="The BEFORE trace (.json, .json.gz).")],
+    after: Annotated[str, typer.Argument(help="The AFTER trace (.json, .json.gz).")],
+    output_format: Annotated[
+        Format, typer.Option("--format", "-f", help="Report format.")
+    ] = Format.TEXT,
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="Write the report to this file.")
+    ] = None,
+    top: Annotated[
+        int, typer.Option("--top", help="Kernels to list per change group (0: all).")
+    ] = 10,
+) -> None:
+    """Goodput, badput categories, step time and kernels of BEFORE against AFTER.
+
+    Times are per step, since two captures rarely hold the same number of steps. Kernels are
+    matched by name and category and reported as slower, faster (past 5 % and 1 us per step),
+    appeared or disappeared. GPUs are paired by device index.
+
+    Example:
+        badput diff before.pt.trace.json.gz after.pt.trace.json.gz --format json -o diff.json
+    """
+    from badput.analysis import analyze_trace
+    from badput.analysis.diff import diff_traces
+    from badput.report.diff_report import diff_document, render_diff
+    from badput.report.json_report import encode_document
+    from badput.trace import load_trace
+
+    if top < 0:
+        raise typer.BadParameter("--top must be >= 0", param_hint="--top")
+    # analyze_trace keeps every kernel: the comparison never sees a top-N cut.
+    result = diff_traces(analyze_trace(load_trace(before)), analyze_trace(load_trace(after)))
+    try:
+        if output_format is Format.JSON:
+            data = encode_document(diff_document(result, top=top))
+            if out:
+                with open(out, "wb") as f:
+                    f.write(data)
+            else:
+                sys.stdout.buffer.write(data)
+                sys.stdout.flush()
+            return
+        with contextlib.ExitStack() as stack:
+            if out:
+                text_file = stack.enter_context(open(out, "w", encoding="utf-8"))
+                console = Console(file=text_file, width=120, no_color=True)
+            else:
+                console = Console()
+            render_diff(result, console, top=top)
+    except OSError as e:
+        if out is None:
+            raise
+        raise UsageError(f"--out {out}: {e.strerror}") from None
