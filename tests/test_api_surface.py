@@ -130,6 +130,7 @@ def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     command = typer.main.get_command(app)
     assert sorted(command.commands) == [  # type: ignore[attr-defined]
         "analyze",
+        "annotate",
         "bench",
         "diff",
         "doctor",

@@ -268,6 +268,10 @@ def _register_subcommands() -> None:
 
     app.command(name="diff")(diff)
 
+    from badput.cli.annotate import annotate
+
+    app.command(name="annotate")(annotate)
+
 
 _register_subcommands()
 
