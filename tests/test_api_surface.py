@@ -136,6 +136,7 @@ def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
         "doctor",
         "estimate",
         "explain",
+        "report",
         "run",
         "telemetry",
         "version",

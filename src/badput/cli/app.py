@@ -268,6 +268,10 @@ def _register_subcommands() -> None:
 
     app.command(name="diff")(diff)
 
+    from badput.cli.report_cmd import report
+
+    app.command(name="report")(report)
+
     from badput.cli.annotate import annotate
 
     app.command(name="annotate")(annotate)

@@ -1,0 +1,416 @@
+"""The HTML report of `badput report`: one self-contained file, inline SVG, no script.
+
+Everything is drawn from the compact `JobResult` that `badput analyze` renders, so the file
+grows with the steps, ranks and kernels listed, never with the events. Every string that comes
+from a trace (paths, kernel names, GPU names, warnings) goes through `html.escape`; nothing
+links to the network (no CDN, no fonts, no scripts).
+
+The step timeline is drawn from the step breakdowns: each step sits at its place on the
+window's time axis, and inside a step its parts (compute, exposed communication, memory, idle
+by cause) are drawn as totals, not in their order in time. The exact busy and idle intervals
+live on `DeviceAnalysis.timeline`, which the compact outcome drops by design.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+
+from badput import __version__
+from badput.analysis.ranks import RankSummary
+from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
+from badput.diagnose import Finding, JobResult
+
+__all__ = ["PARTS", "render_html"]
+
+# Above this many GPUs the per-GPU sections are left out (as in the text report).
+_MAX_DEVICE_SECTIONS = 8
+# Steps drawn per GPU; a longer trace shows its first steps and says so.
+_MAX_STEPS = 200
+_MAX_RANKS = 1024
+_FINDINGS_SHOWN = 10
+
+#: The parts a window is split into, in drawing order: (key, label, colour).
+PARTS: tuple[tuple[str, str, str], ...] = (
+    ("compute", "compute", "#2e9e44"),
+    ("communication", "exposed communication", "#8e44ad"),
+    ("memory", "memory (memcpy/memset)", "#2f6fb0"),
+    ("idle_dataloader", "idle: DataLoader", "#e74c3c"),
+    ("idle_cpu", "idle: host in CPU ops", "#f39c12"),
+    ("idle_runtime", "idle: CUDA runtime/driver", "#c0392b"),
+    ("idle_other", "idle: host outside any op", "#95a5a6"),
+)
+_LABELS = {key: label for key, label, _ in PARTS}
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;
+max-width:1200px}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:15px}
+.cards{display:flex;gap:12px;flex-wrap:wrap}
+.card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:160px}
+.card .label{font-size:12px;color:#666}.card .value{font-size:22px;font-weight:600}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
+th:first-child,td:first-child{text-align:left}
+td.name{max-width:640px;overflow-wrap:anywhere;font-family:monospace;font-size:12px}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
+.sev-high{color:#c0392b;font-weight:600}.sev-medium{color:#d68910}.sev-low{color:#777}
+.note{color:#8a6d00;font-size:13px}
+"""
+
+
+def _e(value: object) -> str:
+    """Any value as HTML text: `<`, `>`, `&` and quotes escaped."""
+    return html.escape(str(value), quote=True)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f}"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f} %" if whole else "–"
+
+
+def parts_ns(b: Breakdown, c: IdleCauses) -> dict[str, int]:
+    """A breakdown with its idle part split by cause, keyed as `PARTS`."""
+    return {
+        "compute": b.compute_ns,
+        "communication": b.communication_ns,
+        "memory": b.memory_ns,
+        "idle_dataloader": c.dataloader_ns,
+        "idle_cpu": c.cpu_ns,
+        "idle_runtime": c.runtime_ns,
+        "idle_other": c.other_ns,
+    }
+
+
+def _segments(parts: dict[str, int], x0: float, scale: float, y: float, h: float) -> str:
+    """Rects of one stacked bar from `x0`, `scale` pixels per ns, with hover titles."""
+    out = []
+    x = x0
+    for key, label, colour in PARTS:
+        ns = parts[key]
+        if ns <= 0:
+            continue
+        w = ns * scale
+        out.append(
+            f'<rect class="seg" x="{x:.2f}" y="{y:.1f}" width="{w:.2f}" height="{h:.1f}" '
+            f'fill="{colour}"><title>{_e(label)}: {_ms(ns)} ms</title></rect>'
+        )
+        x += w
+    return "".join(out)
+
+
+def _legend() -> str:
+    items = "".join(
+        f'<span><i style="background:{c}"></i>{_e(label)}</span>' for _, label, c in PARTS
+    )
+    return f'<div class="legend">{items}</div>'
+
+
+def _stacked_bars(
+    rows: Sequence[tuple[str, dict[str, int], int]], css_class: str, caption: str
+) -> str:
+    """Horizontal stacked bars, one per row (label, parts, total ns), scaled to the longest."""
+    label_w, bar_w, row_h = 170, 900, 18
+    longest = max((total for _, _, total in rows), default=0) or 1
+    scale = bar_w / longest
+    body = []
+    for i, (label, parts, total) in enumerate(rows):
+        y = i * row_h
+        body.append(
+            f'<g class="{css_class}"><text x="0" y="{y + 13}" font-size="11">{_e(label)}</text>'
+            f"{_segments(parts, label_w, scale, y + 2, row_h - 4)}"
+            f'<text x="{label_w + total * scale + 4:.1f}" y="{y + 13}" font-size="10" '
+            f'fill="#555">{_ms(total)} ms</text></g>'
+        )
+    height = max(len(rows), 1) * row_h
+    width = label_w + bar_w + 80
+    return (
+        f'<svg class="plot {css_class}s" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{_e(caption)}">{"".join(body)}</svg>'
+    )
+
+
+def _timeline(d: DeviceAnalysis) -> str:
+    """The window's time axis with each step at its place; parts inside a step are totals."""
+    steps = d.steps[:_MAX_STEPS]
+    width, h = 1070, 28
+    if not steps or d.window_ns <= 0:
+        return ""
+    scale = width / d.window_ns
+    body = []
+    for s in steps:
+        x0 = (s.start_ns - d.window_start_ns) * scale
+        body.append(
+            f'<g class="timeline-step"><title>{_e(s.name)}: {_ms(s.dur_ns)} ms</title>'
+            f"{_segments(parts_ns(s.breakdown, s.idle_causes), x0, scale, 2, h - 4)}"
+            f'<line x1="{x0:.2f}" x2="{x0:.2f}" y1="0" y2="{h}" stroke="#222" '
+            'stroke-width="0.5"/></g>'
+        )
+    return (
+        f'<svg class="plot timeline" width="{width}" '
+        f'height="{h + 14}" viewBox="0 0 {width} {h + 14}" role="img" aria-label="timeline">'
+        f'{"".join(body)}<text x="0" y="{h + 12}" font-size="10">0 ms</text>'
+        f'<text x="{width}" y="{h + 12}" font-size="10" text-anchor="end">'
+        f"{_ms(d.window_ns)} ms</text></svg>"
+    )
+
+
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]], name_col: bool = False) -> str:
+    """A table; cells are already HTML. `name_col` sets the first column in monospace."""
+    th = "".join(f"<th>{h}</th>" for h in head)
+    trs = []
+    for row in rows:
+        cells = list(row)
+        first = f'<td class="name">{cells[0]}</td>' if name_col else f"<td>{cells[0]}</td>"
+        trs.append("<tr>" + first + "".join(f"<td>{c}</td>" for c in cells[1:]) + "</tr>")
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(trs)}</tbody></table>"
+
+
+def _findings(findings: Sequence[Finding], with_where: bool = False) -> str:
+    if not findings:
+        return "<p>No finding worth a change.</p>"
+    items = []
+    for f in findings[:_FINDINGS_SHOWN]:
+        where = ""
+        if with_where and f.trace:
+            rank = f" rank {f.rank}" if f.rank is not None else ""
+            where = f" <small>({_e(os.path.basename(f.trace))}{rank}, GPU {f.device})</small>"
+        evidence = ", ".join(
+            f"{_e(k)} = {_e(v.value)}{' ' + _e(v.unit) if v.unit else ''}"
+            for k, v in f.evidence.items()
+        )
+        fixes = "".join(f"<li>{_e(x)}</li>" for x in f.fix)
+        refs = "".join(f"<li><code>{_e(r)}</code></li>" for r in f.refs)
+        items.append(
+            f'<li class="finding"><span class="sev-{_e(f.severity)}">[{_e(f.severity)}]</span> '
+            f"<b>{_e(f.title)}</b> <code>{_e(f.id)}</code>{where}<br>"
+            f"saves {_ms(f.savings_ns)} ms per step ({100 * f.savings_share:.1f} %)"
+            f"<br><small>evidence: {evidence}</small>"
+            f"<div>fix:<ol>{fixes}</ol></div>"
+            + (f"<div><small>references:</small><ul>{refs}</ul></div>" if refs else "")
+            + "</li>"
+        )
+    more = len(findings) - _FINDINGS_SHOWN
+    tail = f"<p>{more} more in <code>--format json</code></p>" if more > 0 else ""
+    return f'<ol class="findings">{"".join(items)}</ol>{tail}'
+
+
+def _device(d: DeviceAnalysis, findings: Sequence[Finding], top: int) -> str:
+    gpu = f"GPU {d.device}" + (f" ({d.gpu})" if d.gpu else "")
+    rank = f" · rank {d.rank}/{d.world_size}" if d.rank is not None else ""
+    out = [f'<section class="device"><h2>{_e(os.path.basename(d.trace))} · {_e(gpu)}{rank}</h2>']
+    if d.goodput is None:
+        out.append("<p>No GPU activity in this trace: goodput is undefined.</p></section>")
+        return "".join(out)
+    window = parts_ns(d.breakdown, d.idle_causes)
+    out.append(
+        f'<p>goodput <b class="goodput">{100 * d.goodput:.1f} %</b> of a '
+        f"{_ms(d.window_ns)} ms window</p>"
+    )
+    out.append(_stacked_bars([("window", window, d.window_ns)], "window-bar", "window breakdown"))
+    if d.steps:
+        shown = d.steps[:_MAX_STEPS]
+        out.append("<h3>Steps</h3>")
+        if len(d.steps) > len(shown):
+            out.append(f'<p class="note">the first {len(shown)} of {len(d.steps)} steps</p>')
+        rows = [(s.name, parts_ns(s.breakdown, s.idle_causes), s.dur_ns) for s in shown]
+        out.append(_stacked_bars(rows, "step-bar", "breakdown per step"))
+        out.append(
+            "<h3>Timeline</h3><p><small>Steps at their place in the window; inside a step the "
+            "parts are totals, not their order in time.</small></p>"
+        )
+        out.append(_timeline(d))
+    out.append(_legend())
+    out.append("<h3>What to fix first</h3>")
+    out.append(_findings(findings))
+    if d.kernels and top != 0:
+        out.append("<h3>Top GPU operations</h3>")
+        kernels = d.kernels[:top] if top > 0 else d.kernels
+        out.append(
+            _table(
+                ("name", "category", "count", "total ms", "mean us"),
+                (
+                    (
+                        _e(k.name),
+                        _e(k.category),
+                        f"{k.count:,}",
+                        _ms(k.total_ns),
+                        f"{k.mean_ns / 1000:,.1f}",
+                    )
+                    for k in kernels
+                ),
+                name_col=True,
+            )
+        )
+    out.append(
+        f"<p>communication: {_ms(d.comm.total_ns)} ms, of which "
+        f"{_ms(d.comm.overlapped_ns)} ms hidden under compute</p>"
+    )
+    for w in d.warnings:
+        out.append(f'<p class="note">note: {_e(w)}</p>')
+    out.append("</section>")
+    return "".join(out)
+
+
+def _collectives(summaries: Sequence[RankSummary]) -> str:
+    rows = []
+    for s in summaries:
+        for c in s.comm_stats:
+            rows.append(
+                (
+                    _e(c.type),
+                    _e(s.rank if s.rank is not None else "–"),
+                    f"{c.count:,}",
+                    _ms(c.total_ns),
+                    _ms(c.exposed_ns),
+                    f"{c.busbw_gbps:,.1f}" if c.busbw_gbps is not None else "–",
+                )
+            )
+    if not rows:
+        return ""
+    return "<h2>Communication</h2>" + _table(
+        ("collective", "rank", "kernels", "total ms", "exposed ms", "busbw GB/s"), rows
+    )
+
+
+def summary_numbers(job: JobResult) -> dict[str, object]:
+    """What the summary cards show: job goodput, the top badput part, median step, GPUs.
+
+    Goodput is compute over window summed over the GPUs with activity (one GPU: its goodput).
+    """
+    devices = [d for o in job.analysed for d in o.devices if d.goodput is not None]
+    window = sum(d.window_ns for d in devices)
+    totals = dict.fromkeys(_LABELS, 0)
+    for d in devices:
+        for key, ns in parts_ns(d.breakdown, d.idle_causes).items():
+            totals[key] += ns
+    badput = {k: v for k, v in totals.items() if k != "compute"}
+    top_key = max(badput, key=lambda k: badput[k]) if devices else None
+    steps = [s.dur_ns for d in devices for s in d.steps]
+    return {
+        "goodput": totals["compute"] / window if window else None,
+        "top_badput": top_key,
+        "top_badput_share": badput[top_key] / window if top_key and window else None,
+        "step_median_ns": statistics.median(steps) if steps else None,
+        "gpus": sorted({d.gpu for d in devices if d.gpu}),
+    }
+
+
+def _cards(job: JobResult) -> str:
+    n = summary_numbers(job)
+    goodput = n["goodput"]
+    top_key = n["top_badput"]
+    share = n["top_badput_share"]
+    step = n["step_median_ns"]
+    gpus = n["gpus"]
+    assert isinstance(gpus, list)
+    cards = [
+        ("goodput", f"{100 * goodput:.1f} %" if isinstance(goodput, float) else "–"),
+        (
+            "top badput",
+            f"{_e(_LABELS[str(top_key)])} ({100 * share:.1f} %)"
+            if top_key is not None and isinstance(share, float)
+            else "–",
+        ),
+        ("median step", f"{_ms(step)} ms" if isinstance(step, int | float) else "–"),
+        ("GPU", _e(", ".join(gpus)) if gpus else "unknown"),
+    ]
+    body = "".join(
+        f'<div class="card" data-card="{_e(label.replace(" ", "-"))}"><div class="label">'
+        f'{_e(label)}</div><div class="value">{value}</div></div>'
+        for label, value in cards
+    )
+    return f'<div class="cards">{body}</div>'
+
+
+def _ranks(job: JobResult) -> str:
+    summaries = [s for o in job.analysed for s in o.summaries if s.rank is not None]
+    if len({s.rank for s in summaries}) < 2:
+        return ""
+    summaries = sorted(summaries, key=lambda s: (s.rank or 0, s.trace))[:_MAX_RANKS]
+    rows = [
+        (f"rank {s.rank}", parts_ns(s.breakdown, s.idle_causes), s.window_ns) for s in summaries
+    ]
+    out = ["<h2>Per rank</h2>", _stacked_bars(rows, "rank-bar", "breakdown per rank"), _legend()]
+    cross = job.cross
+    if cross is not None and cross.stragglers:
+        out.append(
+            "<p>stragglers: "
+            + ", ".join(f"rank {st.rank} (score {st.score:.2f})" for st in cross.stragglers[:10])
+            + "</p>"
+        )
+    return "".join(out)
+
+
+def _environment(job: JobResult) -> str:
+    """GPUs, ranks and badput's version. Never the trace's environment variables."""
+    rows = []
+    for o in job.analysed:
+        gpus = sorted({d.gpu or "unknown" for d in o.devices if d.goodput is not None})
+        rows.append(
+            (
+                _e(os.path.basename(o.path)),
+                _e(o.rank if o.rank is not None else "–"),
+                _e(o.world_size if o.world_size is not None else "–"),
+                _e(", ".join(gpus) or "no GPU activity"),
+                f"{o.events:,}",
+            )
+        )
+    table = _table(("trace", "rank", "world size", "GPU", "events"), rows[:_MAX_RANKS])
+    return f"<h2>Environment</h2><p>badput {_e(__version__)}</p>{table}"
+
+
+def render_html(job: JobResult, top: int = 10) -> str:
+    """The report of a job as one self-contained HTML document (inline CSS and SVG).
+
+    Args:
+        job: the analysed job, as `badput analyze` renders it.
+        top: kernels listed per GPU (0: all).
+
+    Returns:
+        The document text.
+
+    Example:
+        >>> render_html(diagnose_job([analyze_path("t.json.gz")]))[:15]  # doctest: +SKIP
+        '<!DOCTYPE html>'
+    """
+    devices = [(o, d, f) for o in job.analysed for d, f in zip(o.devices, o.findings, strict=True)]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>badput report</title><style>{_CSS}</style></head><body>",
+        "<h1>badput report</h1>",
+        _cards(job),
+    ]
+    for o in job.analysed:
+        for w in o.warnings:
+            parts.append(f'<p class="note">note: {_e(os.path.basename(o.path))}: {_e(w)}</p>')
+    parts.append(_ranks(job))
+    if len(devices) <= _MAX_DEVICE_SECTIONS:
+        parts += [_device(d, f, top) for _, d, f in devices]
+    else:
+        parts.append(
+            f"<h2>Findings over {len(devices)} GPUs</h2>"
+            "<p><small>per-GPU sections are left out above "
+            f"{_MAX_DEVICE_SECTIONS} GPUs; --format json has them all</small></p>"
+        )
+        parts.append(_findings([f for f in job.diagnosis.ranked if f.id != "straggler"], True))
+    job_level = [f for f in job.diagnosis.ranked if f.id == "straggler"]
+    if job_level:
+        parts += ["<h2>Across ranks</h2>", _findings(job_level, with_where=True)]
+    parts.append(_collectives([s for o in job.analysed for s in o.summaries]))
+    if job.failed:
+        items = "".join(f"<li>{_e(o.path)}: {_e(o.error)}</li>" for o in job.failed)
+        parts.append(f'<h2>Not analysed</h2><ul class="note">{items}</ul>')
+    parts.append(_environment(job))
+    parts.append("</body></html>\n")
+    return "\n".join(p for p in parts if p)
