@@ -133,10 +133,12 @@ def _worktrees(repo: Path) -> list[str]:
 
 
 def _ab_refs(repo: Path, base: str, head: str, *extra: str) -> int:
+    # 8 rounds, extended up to 24 while inconclusive: a 3x change decides at the first look on
+    # a quiet machine, and a loaded one (a CI runner, other tests) gets more rounds, not a flake.
     return main(
         [
             "bench", "ab", "--repo", str(repo), "--base-ref", base, "--head-ref", head,
-            "--command", COMMAND, "--rounds", "6", "--max-rounds", "6", "--alpha", "0.05",
+            "--command", COMMAND, "--rounds", "8", "--max-rounds", "24", "--alpha", "0.05",
             "--min-effect", "0.2", *extra,
         ]
     )  # fmt: skip
