@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from badput.analysis.ranks import CrossRank, RankSummary, cross_rank, summarize_rank
 from badput.analysis.results import DeviceAnalysis
+from badput.analysis.segments import StepSegments, pick_steps, step_segments
 from badput.diagnose.context import DeviceContext
 from badput.diagnose.findings import RULES, Evidence, Finding, Rule, severity_of
 from badput.diagnose.job import straggler
@@ -64,6 +65,8 @@ class RankOutcome:
         summaries: cross-rank summaries of the GPUs with activity.
         error: why the trace could not be analysed; None when it was.
         base_time_ns: the trace's `baseTimeNanoseconds` (epoch ns its times are relative to).
+        segments: per GPU (in the order of `devices`), the typical and the longest step cut
+            into busy and idle pieces in time order, for drawing.
     """
 
     path: str
@@ -76,6 +79,7 @@ class RankOutcome:
     summaries: list[RankSummary] = field(default_factory=list)
     error: str | None = None
     base_time_ns: int | None = None
+    segments: list[list[StepSegments]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,10 @@ def outcome_of(trace: Trace, devices: list[DeviceAnalysis], top: int = 0) -> Ran
         top: kernels kept per GPU (0 keeps all).
     """
     findings = [diagnose_device(trace, d) for d in devices]
+    segments = [
+        [seg for step in pick_steps(d.steps) if (seg := step_segments(d, step)) is not None]
+        for d in devices
+    ]
     summaries = [summarize_rank(trace, d) for d in devices if d.goodput is not None]
     compact = [
         dataclasses.replace(d, timeline=None, kernels=d.kernels[:top] if top > 0 else d.kernels)
@@ -147,6 +155,7 @@ def outcome_of(trace: Trace, devices: list[DeviceAnalysis], top: int = 0) -> Ran
         findings=findings,
         summaries=summaries,
         base_time_ns=trace.base_time_ns,
+        segments=segments,
     )
 
 

@@ -5,10 +5,10 @@ grows with the steps, ranks and kernels listed, never with the events. Every str
 from a trace (paths, kernel names, GPU names, warnings) goes through `html.escape`; nothing
 links to the network (no CDN, no fonts, no scripts).
 
-The step timeline is drawn from the step breakdowns: each step sits at its place on the
-window's time axis, and inside a step its parts (compute, exposed communication, memory, idle
-by cause) are drawn as totals, not in their order in time. The exact busy and idle intervals
-live on `DeviceAnalysis.timeline`, which the compact outcome drops by design.
+Two timelines per GPU: the window's time axis with each step at its place (its parts drawn
+as totals), and, for the typical (median-length) and the longest step, the GPU's busy and idle
+pieces in time order, coloured by kind and idle cause (`analysis.segments`, computed in the
+worker from the analysis's interval sets; pieces under 1/2,000 of the step are only counted).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from badput import __version__
 from badput.analysis.ranks import RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
+from badput.analysis.segments import SEGMENT_KINDS, StepSegments
 from badput.diagnose import Finding, JobResult
 
 __all__ = ["PARTS", "render_html"]
@@ -203,7 +204,44 @@ def _findings(findings: Sequence[Finding], with_where: bool = False) -> str:
     return f'<ol class="findings">{"".join(items)}</ol>{tail}'
 
 
-def _device(d: DeviceAnalysis, findings: Sequence[Finding], top: int) -> str:
+def _step_pieces(seg: StepSegments) -> str:
+    """One step's busy and idle pieces in time order, on its own time axis."""
+    width, h = 1070, 28
+    scale = width / seg.dur_ns
+    colours = {key: colour for key, _, colour in PARTS}
+    labels = {key: label for key, label, _ in PARTS}
+    body = []
+    for code, off, length in zip(seg.kind, seg.offset_ns, seg.length_ns, strict=True):
+        key = SEGMENT_KINDS[code]
+        w = max(length * scale, 0.2)
+        body.append(
+            f'<rect class="piece" x="{off * scale:.2f}" y="2" width="{w:.2f}"'
+            f' height="{h - 4}" fill="{colours[key]}"><title>{_e(labels[key])}: '
+            f"{_ms(length)} ms at +{_ms(off)} ms</title></rect>"
+        )
+    hidden = (
+        f" · {seg.hidden:,} pieces under {_ms(seg.dur_ns / 2000)} ms ({_ms(seg.hidden_ns)} "
+        "ms in all) are drawn together in light grey"
+        if seg.hidden
+        else ""
+    )
+    return (
+        f"<p><small>{_e(seg.step)}: {_ms(seg.dur_ns)} ms{hidden}</small></p>"
+        f'<svg class="plot step-pieces" width="{width}" height="{h + 14}" '
+        f'viewBox="0 0 {width} {h + 14}" role="img" aria-label="step timeline">'
+        # Under the pieces: light grey where only pieces too short to draw one by one lie.
+        f'<rect class="short-pieces" x="0" y="2" width="{width}" height="{h - 4}" '
+        f'fill="#d9d9d9"><title>pieces under {_ms(seg.dur_ns / 2000)} ms, of any kind'
+        "</title></rect>"
+        f'{"".join(body)}<text x="0" y="{h + 12}" font-size="10">0 ms</text>'
+        f'<text x="{width}" y="{h + 12}" font-size="10" text-anchor="end">'
+        f"{_ms(seg.dur_ns)} ms</text></svg>"
+    )
+
+
+def _device(
+    d: DeviceAnalysis, findings: Sequence[Finding], top: int, segments: Sequence[StepSegments]
+) -> str:
     gpu = f"GPU {d.device}" + (f" ({d.gpu})" if d.gpu else "")
     rank = f" · rank {d.rank}/{d.world_size}" if d.rank is not None else ""
     out = [f'<section class="device"><h2>{_e(os.path.basename(d.trace))} · {_e(gpu)}{rank}</h2>']
@@ -228,6 +266,12 @@ def _device(d: DeviceAnalysis, findings: Sequence[Finding], top: int) -> str:
             "parts are totals, not their order in time.</small></p>"
         )
         out.append(_timeline(d))
+        if segments:
+            out.append(
+                "<h3>Inside a step</h3><p><small>What the GPU did, in time order: the typical "
+                "(median-length) step and the longest one.</small></p>"
+            )
+            out += [_step_pieces(seg) for seg in segments]
     out.append(_legend())
     out.append("<h3>What to fix first</h3>")
     out.append(_findings(findings))
@@ -382,7 +426,11 @@ def render_html(job: JobResult, top: int = 10) -> str:
         >>> render_html(diagnose_job([analyze_path("t.json.gz")]))[:15]  # doctest: +SKIP
         '<!DOCTYPE html>'
     """
-    devices = [(o, d, f) for o in job.analysed for d, f in zip(o.devices, o.findings, strict=True)]
+    devices = [
+        (d, f, o.segments[i] if i < len(o.segments) else [])
+        for o in job.analysed
+        for i, (d, f) in enumerate(zip(o.devices, o.findings, strict=True))
+    ]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -396,7 +444,7 @@ def render_html(job: JobResult, top: int = 10) -> str:
             parts.append(f'<p class="note">note: {_e(os.path.basename(o.path))}: {_e(w)}</p>')
     parts.append(_ranks(job))
     if len(devices) <= _MAX_DEVICE_SECTIONS:
-        parts += [_device(d, f, top) for _, d, f in devices]
+        parts += [_device(d, f, top, segs) for d, f, segs in devices]
     else:
         parts.append(
             f"<h2>Findings over {len(devices)} GPUs</h2>"
