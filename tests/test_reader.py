@@ -952,8 +952,11 @@ def test_base_time_is_kept(shared_traces: Path, tmp_path: Path) -> None:
     """Newer traces' times are relative to `baseTimeNanoseconds`; older ones have none."""
     h100 = sorted((shared_traces / "tracelens-h100").glob("*.json*"))
     assert load_trace(str(h100[0])).base_time_ns == 1_751_410_836_000_000_000
+    # the same header's CUDA versions, in CUDA's encoding 12040 / 12090
+    assert load_trace(str(h100[0])).versions == {"cuda_runtime": "12.4", "cuda_driver": "12.9"}
     resnet = next((shared_traces / "kineto-resnet50").glob("*.pt.trace.json.gz"))
     assert load_trace(str(resnet)).base_time_ns is None
+    assert load_trace(str(resnet)).versions == {}
     b = TraceBuilder()
     b.kernel("k", 0, 10)
     for raw, expected in (("12345", 12345), ('"12345"', 12345), ("-5", None), ('"x"', None)):

@@ -100,3 +100,11 @@ def test_coarse_resolution_hides_and_counts(shared_traces: Path, resolution: flo
     assert seg is not None
     assert sum(seg.length_ns) + seg.hidden_ns == d.steps[0].dur_ns
     assert all(n >= resolution * d.steps[0].dur_ns for n in seg.length_ns)
+
+
+def test_html_environment_shows_cuda_versions(shared_traces: Path) -> None:
+    path = shared_traces / "tracelens-h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
+    trace = load_trace(str(path))
+    page = render_html(diagnose_job([outcome_of(trace, analyze_trace(trace))]))
+    env = page[page.index("<h2>Environment</h2>") :]
+    assert "<th>CUDA runtime</th>" in env and "<td>12.4</td>" in env and "<td>12.9</td>" in env

@@ -67,6 +67,7 @@ class RankOutcome:
         base_time_ns: the trace's `baseTimeNanoseconds` (epoch ns its times are relative to).
         segments: per GPU (in the order of `devices`), the typical and the longest step cut
             into busy and idle pieces in time order, for drawing.
+        versions: software versions the trace records (`Trace.versions`).
     """
 
     path: str
@@ -80,6 +81,7 @@ class RankOutcome:
     error: str | None = None
     base_time_ns: int | None = None
     segments: list[list[StepSegments]] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,7 @@ def outcome_of(trace: Trace, devices: list[DeviceAnalysis], top: int = 0) -> Ran
         summaries=summaries,
         base_time_ns=trace.base_time_ns,
         segments=segments,
+        versions=dict(trace.versions),
     )
 
 

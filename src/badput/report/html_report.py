@@ -405,10 +405,13 @@ def _environment(job: JobResult) -> str:
                 _e(o.rank if o.rank is not None else "–"),
                 _e(o.world_size if o.world_size is not None else "–"),
                 _e(", ".join(gpus) or "no GPU activity"),
+                _e(o.versions.get("cuda_runtime", "–")),
+                _e(o.versions.get("cuda_driver", "–")),
                 f"{o.events:,}",
             )
         )
-    table = _table(("trace", "rank", "world size", "GPU", "events"), rows[:_MAX_RANKS])
+    head = ("trace", "rank", "world size", "GPU", "CUDA runtime", "CUDA driver", "events")
+    table = _table(head, rows[:_MAX_RANKS])
     return f"<h2>Environment</h2><p>badput {_e(__version__)}</p>{table}"
 
 

@@ -170,6 +170,8 @@ class _Document(msgspec.Struct):
     computeProperties: msgspec.Raw = _EMPTY
     distributedInfo: msgspec.Raw = _EMPTY
     baseTimeNanoseconds: msgspec.Raw = _EMPTY
+    cuda_runtime_version: msgspec.Raw = _EMPTY
+    cuda_driver_version: msgspec.Raw = _EMPTY
 
 
 _decode_events = msgspec.json.Decoder(list[_Event]).decode

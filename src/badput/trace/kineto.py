@@ -327,7 +327,23 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
         gpu_names=gpu_names,
         warnings=warnings,
         base_time_ns=base_time_ns,
+        versions=_versions(document),
     )
+
+
+def _versions(document: _Document | None) -> dict[str, str]:
+    """CUDA runtime and driver versions (CUDA's integer encoding, 12040 -> "12.4")."""
+    out: dict[str, str] = {}
+    if document is None:
+        return out
+    for key, raw in (
+        ("cuda_runtime", document.cuda_runtime_version),
+        ("cuda_driver", document.cuda_driver_version),
+    ):
+        value = _as_int(_safe_decode(raw)) if raw else -1
+        if value > 0:
+            out[key] = f"{value // 1000}.{value % 1000 // 10}"
+    return out
 
 
 def _header(

@@ -130,6 +130,8 @@ class Trace:
         base_time_ns: `baseTimeNanoseconds` of newer Kineto traces: their times are relative
             to it, so the Unix epoch time of a row is `base_time_ns + ts_ns`. None when the
             trace has none (older traces write epoch microseconds directly).
+        versions: software versions the trace records ("cuda_runtime", "cuda_driver" as
+            "12.4"), from newer Kineto traces' top-level keys; empty when it has none.
         comm_meta: NCCL metadata (`CommMeta`) of the rows whose args carry a
             `"Collective name"`; None when no row does (traces before PyTorch 2.1).
         warnings: what the reader noticed but could read past (partial data, odd fields).
@@ -157,6 +159,7 @@ class Trace:
     gpu_names: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     base_time_ns: int | None = None
+    versions: dict[str, str] = field(default_factory=dict)
     comm_meta: CommMeta | None = None
 
     def __len__(self) -> int:
