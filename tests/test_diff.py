@@ -192,3 +192,17 @@ def test_diff_bad_path_exits_2(
     assert main(["diff", pair[0], missing]) == 2
     err = capsys.readouterr().err
     assert missing in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_diff_html_section(pair: tuple[str, str], tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+
+    page = tmp_path / "diff.html"
+    assert main(["diff", *pair, "--out", str(tmp_path / "d.txt"), "--html", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    HTMLParser().feed(text)  # parses
+    assert text.count('<tr class="kernel-slower">') == len(SLOWED)
+    assert text.count('<tr class="kernel-disappeared">') == 1
+    assert "Kernels appeared (0)" in text and "Kernels faster (0)" in text
+    assert REMOVED in text and "<script" not in text and "http" not in text
+    assert main(["diff", *pair, "--html", str(tmp_path / "no" / "dir.html")]) == 2

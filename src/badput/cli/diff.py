@@ -27,6 +27,9 @@ def diff(
     top: Annotated[
         int, typer.Option("--top", help="Kernels to list per change group (0: all).")
     ] = 10,
+    html_out: Annotated[
+        str | None, typer.Option("--html", help="Also write the diff as an HTML page.")
+    ] = None,
 ) -> None:
     """Goodput, badput categories, step time and kernels of BEFORE against AFTER.
 
@@ -47,6 +50,14 @@ def diff(
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
     # analyze_trace keeps every kernel: the comparison never sees a top-N cut.
     result = diff_traces(analyze_trace(load_trace(before)), analyze_trace(load_trace(after)))
+    if html_out is not None:
+        from badput.report.html_report import render_diff_html
+
+        try:
+            with open(html_out, "w", encoding="utf-8") as page:
+                page.write(render_diff_html(result, top=top))
+        except OSError as e:
+            raise UsageError(f"--html {html_out}: {e.strerror}") from None
     try:
         if output_format is Format.JSON:
             data = encode_document(diff_document(result, top=top))

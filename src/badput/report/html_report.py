@@ -19,12 +19,13 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from badput import __version__
+from badput.analysis.diff import DeviceDiff, TraceDiff
 from badput.analysis.ranks import RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
 from badput.analysis.segments import SEGMENT_KINDS, StepSegments
 from badput.diagnose import Finding, JobResult
 
-__all__ = ["PARTS", "render_html"]
+__all__ = ["PARTS", "render_diff_html", "render_html"]
 
 # Above this many GPUs the per-GPU sections are left out (as in the text report).
 _MAX_DEVICE_SECTIONS = 8
@@ -465,3 +466,79 @@ def render_html(job: JobResult, top: int = 10) -> str:
     parts.append(_environment(job))
     parts.append("</body></html>\n")
     return "\n".join(p for p in parts if p)
+
+
+def _diff_device(d: DeviceDiff, top: int) -> str:
+    """One GPU pair of a diff: goodput, parts and step time before and after, then kernels."""
+
+    def signed(ns: float) -> str:
+        return f"{'+' if ns >= 0 else '−'}{_ms(abs(ns))}"
+
+    gp = (
+        f"{100 * d.goodput_before:.1f} % → {100 * d.goodput_after:.1f} %"
+        if d.goodput_before is not None and d.goodput_after is not None
+        else "–"
+    )
+    rows = [
+        (_e(c.name), _ms(c.before_ns), _ms(c.after_ns), signed(c.delta_ns))
+        for c in [*d.breakdown, *d.idle_causes, *(x for x in (d.step_mean, d.step_median) if x)]
+    ]
+    out = [
+        f'<section class="diff-device"><h2>{_e(os.path.basename(d.trace_before))} GPU '
+        f"{d.device_before} → {_e(os.path.basename(d.trace_after))} GPU {d.device_after}</h2>",
+        f'<p>goodput <b class="goodput">{gp}</b> · steps {d.steps_before} → {d.steps_after} · '
+        f"GPU operations per {_e(d.per)} {d.launches_before:,.0f} → {d.launches_after:,.0f}</p>",
+        _table((f"ms per {_e(d.per)}", "before", "after", "change"), rows),
+    ]
+    for title, items in (
+        ("slower", d.slower),
+        ("faster", d.faster),
+        ("appeared", d.appeared),
+        ("disappeared", d.disappeared),
+    ):
+        shown = items[:top] if top > 0 else items
+        out.append(f"<h3>Kernels {title} ({len(items)})</h3>")
+        if not shown:
+            out.append("<p>none</p>")
+            continue
+        table = _table(
+            ("name", "category", "count", f"ms per {_e(d.per)}", "mean us"),
+            (
+                (
+                    _e(k.name),
+                    _e(k.category),
+                    f"{k.count_before:,} → {k.count_after:,}",
+                    f"{_ms(k.per_step_before_ns)} → {_ms(k.per_step_after_ns)}",
+                    f"{k.mean_before_ns / 1e3:,.1f} → {k.mean_after_ns / 1e3:,.1f}",
+                )
+                for k in shown
+            ),
+            name_col=True,
+        )
+        head, body = table.split("<tbody>", 1)  # mark the body rows only
+        marked = body.replace("<tr>", f'<tr class="kernel-{title}">')
+        out.append(f"{head}<tbody>{marked}")
+    out.append(f"<p>{d.unchanged:,} kernels unchanged</p>")
+    out += [f'<p class="note">note: {_e(w)}</p>' for w in d.warnings]
+    out.append("</section>")
+    return "".join(out)
+
+
+def render_diff_html(diff: TraceDiff, top: int = 10) -> str:
+    """`badput diff` as one self-contained HTML document (the same style as the report).
+
+    Args:
+        diff: the comparison of two traces.
+        top: kernels listed per group (0: all).
+    """
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>badput diff</title><style>{_CSS}</style></head><body>",
+        "<h1>badput diff</h1>",
+    ]
+    parts += [f'<p class="note">note: {_e(w)}</p>' for w in diff.warnings]
+    parts += [_diff_device(d, top) for d in diff.devices]
+    parts.append(f"<p><small>badput {_e(__version__)}</small></p></body></html>")
+    return "".join(parts)
