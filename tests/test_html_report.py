@@ -187,3 +187,25 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "no-such-dir" / "r.html"
     code, _, err = run_cli(capsys, "report", good, "--out", target)
     assert code == 2 and str(target) in err and err.count("\n") == 1
+
+
+def test_failed_rank_is_left_out_and_strict_exits_2(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report` shares `analyze`'s job runner: a bad trace is a warning, or exit 2 with --strict."""
+    import shutil
+
+    src = shared_traces / "param-dlrm-8rank"
+    job = tmp_path / "job"
+    job.mkdir()
+    for f in sorted(src.glob("*.json.gz"))[:2]:
+        shutil.copy(f, job / f.name)
+    (job / "rank9.pt.trace.json").write_text("{not json")
+    out = tmp_path / "r.html"
+    code, _, err = run_cli(capsys, "report", job, "--out", out, "--jobs", "1")
+    assert code == 0 and "rank9.pt.trace.json" in err and "left out; 2 of 3" in err
+    assert out.read_text(encoding="utf-8").count('class="rank-bar"') == 2
+    code, _, _ = run_cli(capsys, "report", job, "--out", out, "--strict")
+    assert code == 2
+    code, _, err = run_cli(capsys, "report", job, "--out", out, "--address", "auto")
+    assert code == 2 and "--address needs --executor ray" in err

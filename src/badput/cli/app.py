@@ -6,10 +6,8 @@ Exit codes: 0 ok, 2 bad input or usage. Errors are one line on stderr, never a t
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from enum import StrEnum
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -17,6 +15,7 @@ from rich.console import Console
 
 from badput import __version__
 from badput.cli.common import Format
+from badput.cli.jobs import Executor, run_job
 from badput.errors import BadputError
 
 if TYPE_CHECKING:
@@ -36,17 +35,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-# Traces at least this large (uncompressed bytes) get a progress bar on a terminal.
-_PROGRESS_MIN_BYTES = 64 << 20
-
-
-class Executor(StrEnum):
-    """Where per-rank work runs."""
-
-    LOCAL = "local"
-    RAY = "ray"
 
 
 @app.command()
@@ -104,52 +92,17 @@ def analyze(
     Example:
         badput analyze traces/ --format json --out result.json --jobs 8
     """
-    from badput.analysis import WindowSpec
-    from badput.diagnose import diagnose_job
-    from badput.errors import UsageError
     from badput.report.json_report import encode_document, job_document
     from badput.report.text import render_job
-    from badput.scale import LocalExecutor, RayExecutor, analyze_path
-    from badput.trace import find_traces
 
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
-    if window is not None:
-        WindowSpec.parse(window)  # a bad --window is a usage error, not N failed ranks
-    if executor is Executor.LOCAL and address is not None:
-        raise UsageError("--address needs --executor ray")
-    if executor is Executor.RAY and jobs is not None:
-        raise UsageError("--jobs is for --executor local; Ray uses the cluster's CPUs")
-    files = [f for p in paths for f in find_traces(p)]
     samples = None
     if telemetry is not None:
         from badput.telemetry import read_telemetry
 
         samples = read_telemetry(telemetry)  # a bad file is a usage error before any work
-    err = Console(stderr=True)
-    if executor is Executor.RAY:
-        runner: LocalExecutor | RayExecutor = RayExecutor(address=address)
-    else:
-        default = 1 if len(files) == 1 else min(os.cpu_count() or 1, len(files))
-        runner = LocalExecutor(jobs if jobs is not None else default)
-    if len(files) == 1 and isinstance(runner, LocalExecutor):
-        # One trace, in this process: a progress bar over its bytes when it is big.
-        with _byte_progress(err, files[0]) as read:
-            outcomes = list(runner.map(analyze_path, [(files[0], window, top, read)]))
-    else:
-        items = [(path, window, top) for path in files]
-        with _rank_progress(err, len(files)) as progress:
-            outcomes = list(runner.map(analyze_path, items, progress))
-    job = diagnose_job(outcomes)
-    failed = job.failed
-    if len(failed) == len(outcomes):
-        if len(failed) == 1:
-            raise BadputError(f"{failed[0].path}: {failed[0].error}")
-        for o in failed:
-            _warn(f"{o.path}: {o.error}")
-        raise BadputError(f"none of the {len(failed)} traces could be analysed")
-    for o in failed:
-        _warn(f"{o.path}: {o.error} (left out; {len(job.analysed)} of {len(outcomes)} analysed)")
+    job = run_job(paths, window=window, top=top, executor=executor, jobs=jobs, address=address)
 
     aligned = _align_telemetry(job, samples.columns) if samples is not None else None
     if output_format is Format.JSON:
@@ -178,7 +131,7 @@ def analyze(
 
                 console.rule("telemetry in each GPU's window")
                 render_device_telemetry(*aligned, console)
-    if failed and strict:
+    if job.failed and strict:
         raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -194,61 +147,6 @@ def _align_telemetry(
         devices += o.devices
         alignments += align_devices(columns, o.devices, base_time_ns=o.base_time_ns)
     return devices, alignments
-
-
-@contextlib.contextmanager
-def _rank_progress(console: Console, total: int) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar over ranks on an interactive terminal (stderr); None elsewhere."""
-    if not console.is_terminal or total < 2:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("analysing ranks"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("ranks", total=total)
-        yield lambda done: progress.update(task, completed=done)
-
-
-@contextlib.contextmanager
-def _byte_progress(console: Console, path: str) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar over a big trace's bytes on an interactive terminal; None elsewhere."""
-    size = os.path.getsize(path)
-    gz = path.endswith(".gz")
-    if not console.is_terminal or (size < _PROGRESS_MIN_BYTES and not (gz and size > 8 << 20)):
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TransferSpeedColumn,
-    )
-
-    with Progress(
-        TextColumn("reading {task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task(os.path.basename(path), total=None if gz else size)
-        yield lambda n: progress.update(task, completed=n)
-
-
-def _warn(message: str) -> None:
-    sys.stderr.write(f"badput: warning: {message}\n")
-    sys.stderr.flush()
 
 
 def _register_subcommands() -> None:

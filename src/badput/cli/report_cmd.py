@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
+from badput.cli.jobs import Executor, run_job
 from badput.errors import BadputError
 
 __all__ = ["report"]
@@ -33,6 +33,17 @@ def report(
             help="Local worker processes (default: 1 for one trace, else min(CPUs, traces)).",
         ),
     ] = None,
+    executor: Annotated[
+        Executor,
+        typer.Option("--executor", help="Run per-rank work on local processes or on Ray."),
+    ] = Executor.LOCAL,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Ray cluster address (default: start a local Ray)."),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 2 when any trace cannot be analysed.")
+    ] = False,
 ) -> None:
     """Write the analysis of traces as one self-contained HTML file.
 
@@ -45,33 +56,11 @@ def report(
     Example:
         badput report traces/ --out report.html
     """
-    from badput.analysis import WindowSpec
-    from badput.cli.app import _warn
-    from badput.diagnose import diagnose_job
     from badput.report.html_report import render_html
-    from badput.scale import LocalExecutor, analyze_path
-    from badput.trace import find_traces
 
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
-    if jobs is not None and jobs < 1:
-        raise typer.BadParameter("--jobs must be >= 1", param_hint="--jobs")
-    if window is not None:
-        WindowSpec.parse(window)
-    files = [f for p in paths for f in find_traces(p)]
-    default = 1 if len(files) == 1 else min(os.cpu_count() or 1, len(files))
-    runner = LocalExecutor(jobs if jobs is not None else default)
-    outcomes = list(runner.map(analyze_path, [(path, window, top) for path in files]))
-    job = diagnose_job(outcomes)
-    failed = job.failed
-    if len(failed) == len(outcomes):
-        if len(failed) == 1:
-            raise BadputError(f"{failed[0].path}: {failed[0].error}")
-        for o in failed:
-            _warn(f"{o.path}: {o.error}")
-        raise BadputError(f"none of the {len(failed)} traces could be analysed")
-    for o in failed:
-        _warn(f"{o.path}: {o.error} (left out; {len(job.analysed)} of {len(outcomes)} analysed)")
+    job = run_job(paths, window=window, top=top, executor=executor, jobs=jobs, address=address)
     document = render_html(job, top=top)
     try:
         with open(out, "w", encoding="utf-8") as f:
@@ -79,3 +68,5 @@ def report(
     except OSError as e:
         raise BadputError(f"{out}: cannot write the report: {e.strerror or e}") from e
     typer.echo(f"wrote {out} ({len(document.encode()) / 1024:,.0f} KiB)")
+    if job.failed and strict:
+        raise typer.Exit(2)

@@ -1,0 +1,147 @@
+"""Running the per-trace work of `analyze` and `report`: executor choice, progress, failures.
+
+Both commands analyse each trace in its own task (a local process pool or Ray, see
+`badput.scale`), then diagnose the job on the driver; this module holds that shared part.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from badput.errors import BadputError, UsageError
+
+if TYPE_CHECKING:
+    from badput.diagnose import JobResult
+
+__all__ = ["Executor", "run_job", "warn"]
+
+# Traces at least this large (uncompressed bytes) get a progress bar on a terminal.
+_PROGRESS_MIN_BYTES = 64 << 20
+
+
+class Executor(StrEnum):
+    """Where per-rank work runs."""
+
+    LOCAL = "local"
+    RAY = "ray"
+
+
+def run_job(
+    paths: Sequence[str],
+    *,
+    window: str | None,
+    top: int,
+    executor: Executor = Executor.LOCAL,
+    jobs: int | None = None,
+    address: str | None = None,
+) -> JobResult:
+    """Analyse every trace under `paths` and diagnose the job; failed traces become warnings.
+
+    Raises:
+        UsageError: bad options (checked before any work).
+        BadputError: no trace could be analysed.
+    """
+    from badput.analysis import WindowSpec
+    from badput.diagnose import diagnose_job
+    from badput.scale import LocalExecutor, RayExecutor, analyze_path
+    from badput.trace import find_traces
+
+    if top < 0:
+        raise UsageError("--top must be >= 0")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs {jobs}: must be at least 1")
+    if window is not None:
+        WindowSpec.parse(window)  # a bad --window is a usage error, not N failed ranks
+    if executor is Executor.LOCAL and address is not None:
+        raise UsageError("--address needs --executor ray")
+    if executor is Executor.RAY and jobs is not None:
+        raise UsageError("--jobs is for --executor local; Ray uses the cluster's CPUs")
+    files = [f for p in paths for f in find_traces(p)]
+    err = Console(stderr=True)
+    if executor is Executor.RAY:
+        runner: LocalExecutor | RayExecutor = RayExecutor(address=address)
+    else:
+        default = 1 if len(files) == 1 else min(os.cpu_count() or 1, len(files))
+        runner = LocalExecutor(jobs if jobs is not None else default)
+    if len(files) == 1 and isinstance(runner, LocalExecutor):
+        # One trace, in this process: a progress bar over its bytes when it is big.
+        with _byte_progress(err, files[0]) as read:
+            outcomes = list(runner.map(analyze_path, [(files[0], window, top, read)]))
+    else:
+        items = [(path, window, top) for path in files]
+        with _rank_progress(err, len(files)) as progress:
+            outcomes = list(runner.map(analyze_path, items, progress))
+    job = diagnose_job(outcomes)
+    failed = job.failed
+    if len(failed) == len(outcomes):
+        if len(failed) == 1:
+            raise BadputError(f"{failed[0].path}: {failed[0].error}")
+        for o in failed:
+            warn(f"{o.path}: {o.error}")
+        raise BadputError(f"none of the {len(failed)} traces could be analysed")
+    for o in failed:
+        warn(f"{o.path}: {o.error} (left out; {len(job.analysed)} of {len(outcomes)} analysed)")
+    return job
+
+
+@contextlib.contextmanager
+def _rank_progress(console: Console, total: int) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar over ranks on an interactive terminal (stderr); None elsewhere."""
+    if not console.is_terminal or total < 2:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("analysing ranks"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("ranks", total=total)
+        yield lambda done: progress.update(task, completed=done)
+
+
+@contextlib.contextmanager
+def _byte_progress(console: Console, path: str) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar over a big trace's bytes on an interactive terminal; None elsewhere."""
+    size = os.path.getsize(path)
+    gz = path.endswith(".gz")
+    if not console.is_terminal or (size < _PROGRESS_MIN_BYTES and not (gz and size > 8 << 20)):
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TransferSpeedColumn,
+    )
+
+    with Progress(
+        TextColumn("reading {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(os.path.basename(path), total=None if gz else size)
+        yield lambda n: progress.update(task, completed=n)
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    sys.stderr.write(f"badput: warning: {message}\n")
+    sys.stderr.flush()
