@@ -15,7 +15,17 @@ from rich.console import Console
 
 from badput import __version__
 from badput.cli.common import Format
-from badput.cli.jobs import Executor, run_job
+from badput.cli.jobs import (
+    AddressOption,
+    Executor,
+    ExecutorOption,
+    JobsOption,
+    PathsArgument,
+    StrictOption,
+    TopOption,
+    WindowOption,
+    run_job,
+)
 from badput.errors import BadputError
 
 if TYPE_CHECKING:
@@ -39,42 +49,19 @@ app = typer.Typer(
 
 @app.command()
 def analyze(
-    paths: Annotated[
-        list[str], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")
-    ],
+    paths: PathsArgument,
     output_format: Annotated[
         Format, typer.Option("--format", "-f", help="Report format.")
     ] = Format.TEXT,
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="Write the report to this file.")
     ] = None,
-    top: Annotated[int, typer.Option("--top", help="Kernels to list per GPU (0: all).")] = 10,
-    window: Annotated[
-        str | None,
-        typer.Option(
-            "--window",
-            help="Analyse only steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
-        ),
-    ] = None,
-    executor: Annotated[
-        Executor,
-        typer.Option("--executor", help="Run per-rank work on local processes or on Ray."),
-    ] = Executor.LOCAL,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            "-j",
-            help="Local worker processes (default: 1 for one trace, else min(CPUs, traces)).",
-        ),
-    ] = None,
-    address: Annotated[
-        str | None,
-        typer.Option("--address", help="Ray cluster address (default: start a local Ray)."),
-    ] = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 2 when any trace cannot be analysed.")
-    ] = False,
+    top: TopOption = 10,
+    window: WindowOption = None,
+    executor: ExecutorOption = Executor.LOCAL,
+    jobs: JobsOption = None,
+    address: AddressOption = None,
+    strict: StrictOption = False,
     telemetry: Annotated[
         str | None,
         typer.Option(

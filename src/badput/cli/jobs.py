@@ -11,8 +11,9 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+import typer
 from rich.console import Console
 
 from badput.errors import BadputError, UsageError
@@ -20,7 +21,18 @@ from badput.errors import BadputError, UsageError
 if TYPE_CHECKING:
     from badput.diagnose import JobResult
 
-__all__ = ["Executor", "run_job", "warn"]
+__all__ = [
+    "AddressOption",
+    "Executor",
+    "ExecutorOption",
+    "JobsOption",
+    "PathsArgument",
+    "StrictOption",
+    "TopOption",
+    "WindowOption",
+    "run_job",
+    "warn",
+]
 
 # Traces at least this large (uncompressed bytes) get a progress bar on a terminal.
 _PROGRESS_MIN_BYTES = 64 << 20
@@ -31,6 +43,38 @@ class Executor(StrEnum):
 
     LOCAL = "local"
     RAY = "ray"
+
+
+# The options `analyze` and `report` share, declared once.
+PathsArgument = Annotated[
+    list[str], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")
+]
+WindowOption = Annotated[
+    str | None,
+    typer.Option(
+        "--window",
+        help="Analyse only steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
+    ),
+]
+TopOption = Annotated[int, typer.Option("--top", help="Kernels to list per GPU (0: all).")]
+ExecutorOption = Annotated[
+    Executor, typer.Option("--executor", help="Run per-rank work on local processes or on Ray.")
+]
+JobsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        help="Local worker processes (default: 1 for one trace, else min(CPUs, traces)).",
+    ),
+]
+AddressOption = Annotated[
+    str | None,
+    typer.Option("--address", help="Ray cluster address (default: start a local Ray)."),
+]
+StrictOption = Annotated[
+    bool, typer.Option("--strict", help="Exit 2 when any trace cannot be analysed.")
+]
 
 
 def run_job(

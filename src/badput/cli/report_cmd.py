@@ -6,44 +6,31 @@ from typing import Annotated
 
 import typer
 
-from badput.cli.jobs import Executor, run_job
+from badput.cli.jobs import (
+    AddressOption,
+    Executor,
+    ExecutorOption,
+    JobsOption,
+    PathsArgument,
+    StrictOption,
+    TopOption,
+    WindowOption,
+    run_job,
+)
 from badput.errors import BadputError
 
 __all__ = ["report"]
 
 
 def report(
-    paths: Annotated[
-        list[str], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")
-    ],
+    paths: PathsArgument,
     out: Annotated[str, typer.Option("--out", "-o", help="The HTML file to write.")],
-    window: Annotated[
-        str | None,
-        typer.Option(
-            "--window",
-            help="Analyse only steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
-        ),
-    ] = None,
-    top: Annotated[int, typer.Option("--top", help="Kernels to list per GPU (0: all).")] = 10,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            "-j",
-            help="Local worker processes (default: 1 for one trace, else min(CPUs, traces)).",
-        ),
-    ] = None,
-    executor: Annotated[
-        Executor,
-        typer.Option("--executor", help="Run per-rank work on local processes or on Ray."),
-    ] = Executor.LOCAL,
-    address: Annotated[
-        str | None,
-        typer.Option("--address", help="Ray cluster address (default: start a local Ray)."),
-    ] = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 2 when any trace cannot be analysed.")
-    ] = False,
+    window: WindowOption = None,
+    top: TopOption = 10,
+    jobs: JobsOption = None,
+    executor: ExecutorOption = Executor.LOCAL,
+    address: AddressOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Write the analysis of traces as one self-contained HTML file.
 
