@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gzip
 import json
 import os
 import pickle
@@ -44,6 +43,9 @@ import numpy as np
 
 import badput
 import machine
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from synth_ranks import replicate_ranks
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -67,25 +69,10 @@ EXECUTORS = {
 
 
 def replicate(src: Path, dst: Path, copies: int) -> Path:
-    """`copies` x the ranks of `src`: copy c of rank r is rank c * n + r, clock + c * SHIFT_US."""
+    """`copies` x the ranks of `src` (`tests/synth_ranks.replicate_ranks`), made once."""
     if dst.is_dir() and len(list(dst.glob("*.json.gz"))) == copies * 8:
         return dst
-    dst.mkdir(parents=True, exist_ok=True)
-    files = sorted(src.glob("*.json.gz"))
-    n = len(files)
-    for path in files:
-        doc = json.loads(gzip.decompress(path.read_bytes()))
-        rank = doc["distributedInfo"]["rank"]
-        shifted = 0
-        for c in range(copies):
-            for e in doc["traceEvents"]:
-                if "ts" in e:
-                    e["ts"] += c * SHIFT_US - shifted
-            shifted = c * SHIFT_US
-            doc["distributedInfo"].update(rank=c * n + rank, world_size=copies * n)
-            out = dst / f"rank{c * n + rank:04d}.pt.trace.json.gz"
-            out.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=6))
-    return dst
+    return replicate_ranks(src, dst, copies, SHIFT_US, compresslevel=6)
 
 
 def outcome_bytes(directory: Path) -> int:

@@ -14,13 +14,15 @@ Times are whole microseconds (`TraceBuilder` default unit).
 
 from __future__ import annotations
 
+import gzip
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from synth import BASE_NS, H100, NCCL_ALLREDUCE, TraceBuilder
 
-__all__ = ["RankSet", "write_rank_set"]
+__all__ = ["RankSet", "replicate_ranks", "write_rank_set"]
 
 GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"
 
@@ -113,3 +115,29 @@ def write_rank_set(
         paths.append(b.write(folder / f"rank{r}.pt.trace.json"))
     rel = [o - offsets_ns[0] for o in offsets_ns]
     return RankSet(paths, rel, compute, waits, steps)
+
+
+def replicate_ranks(
+    src: Path, dst: Path, copies: int, shift_us: int = 1_234, compresslevel: int = 1
+) -> Path:
+    """`copies` x the real ranks in `src` (`*.json.gz`), written to `dst`.
+
+    Copy c of rank r is rank c * n + r of world size copies * n, its clock shifted by
+    c * shift_us: a bigger job from real traces (the tests' and `benchmarks/bench_ranks.py`'s).
+    """
+    dst.mkdir(parents=True, exist_ok=True)
+    files = sorted(src.glob("*.json.gz"))
+    n = len(files)
+    for path in files:
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        rank = doc["distributedInfo"]["rank"]
+        shifted = 0
+        for c in range(copies):
+            for e in doc["traceEvents"]:
+                if "ts" in e:
+                    e["ts"] += c * shift_us - shifted
+            shifted = c * shift_us
+            doc["distributedInfo"].update(rank=c * n + rank, world_size=copies * n)
+            out = dst / f"rank{c * n + rank:04d}.pt.trace.json.gz"
+            out.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=compresslevel))
+    return dst

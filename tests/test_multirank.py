@@ -7,7 +7,6 @@ replicated from them in tmp_path with shifted clocks.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ import pytest
 
 from badput.cli.app import main
 from conftest import SHARED_TRACES
+from synth_ranks import replicate_ranks
 
 DLRM = SHARED_TRACES / "param-dlrm-8rank"
 PER_RANK_KEYS = {"rank", "goodput", "breakdown_us", "comm_total_us"}
@@ -32,27 +32,6 @@ def dlrm() -> Path:
             pytest.fail(f"real traces not found at {DLRM}")
         pytest.skip(f"real traces not found at {DLRM}")
     return DLRM
-
-
-def replicate(src: Path, dst: Path, copies: int, shift_us: int = 1_234) -> Path:
-    """`copies` x the ranks of `src` in `dst`: copy c of rank r is rank c * n + r of
-    world size copies * n, its clock shifted by c * shift_us."""
-    dst.mkdir(parents=True, exist_ok=True)
-    files = sorted(src.glob("*.json.gz"))
-    n = len(files)
-    for path in files:
-        doc = json.loads(gzip.decompress(path.read_bytes()))
-        rank = doc["distributedInfo"]["rank"]
-        shifted = 0
-        for c in range(copies):
-            for e in doc["traceEvents"]:
-                if "ts" in e:
-                    e["ts"] += c * shift_us - shifted
-            shifted = c * shift_us
-            doc["distributedInfo"].update(rank=c * n + rank, world_size=copies * n)
-            out = dst / f"rank{c * n + rank:04d}.pt.trace.json.gz"
-            out.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
-    return dst
 
 
 def analyze(tmp_path: Path, name: str, *args: object, code: int = 0) -> bytes:
@@ -180,7 +159,7 @@ def test_all_ranks_failing_is_an_error(
 
 
 def test_text_report_at_64_ranks_is_short(dlrm: Path, tmp_path: Path) -> None:
-    ranks = replicate(dlrm, tmp_path / "r64", copies=8)
+    ranks = replicate_ranks(dlrm, tmp_path / "r64", copies=8)
     text = analyze(tmp_path, "a.txt", ranks, "--jobs", "2").decode()
     lines = text.splitlines()
     assert len(lines) <= 90, text
@@ -195,7 +174,7 @@ def test_text_report_at_64_ranks_is_short(dlrm: Path, tmp_path: Path) -> None:
 
 
 def test_replicated_ranks_match_their_originals(dlrm: Path, tmp_path: Path) -> None:
-    ranks = replicate(dlrm, tmp_path / "r16", copies=2)
+    ranks = replicate_ranks(dlrm, tmp_path / "r16", copies=2)
     doc = doc_of(analyze(tmp_path, "a.json", ranks, "--format", "json", "--jobs", "2"))
     per_rank = {r["rank"]: r for r in doc["ranks"]["per_rank"]}
     assert sorted(per_rank) == list(range(16))
