@@ -1,0 +1,257 @@
+"""`badput memory`: the snapshot report as text and as the `badput.memory/1` JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from badput import __version__
+from badput.analysis.memory import DeviceMemory, SnapshotAnalysis
+from badput.diagnose.memory import EstimateCheck, MemoryDiagnosis, MemoryFinding
+
+__all__ = ["MEMORY_SCHEMA", "encode_memory", "memory_document", "render_memory"]
+
+MEMORY_SCHEMA = "badput.memory/1"
+_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
+
+
+def _gib(n: float) -> str:
+    """Bytes in the largest binary unit that keeps the number at or above 1."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.2f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def memory_finding_dict(f: MemoryFinding) -> dict[str, Any]:
+    """One memory finding as JSON: the shape of `analyze`'s findings, savings in bytes."""
+    return {
+        "id": f.id,
+        "title": f.title,
+        "severity": f.severity,
+        "device": f.device,
+        "evidence": {k: {"value": e.value, "unit": e.unit} for k, e in f.evidence.items()},
+        "savings_bytes": f.savings_bytes,
+        "savings_pct": round(100 * f.savings_share, 3),
+        "fix": f.fix,
+        "refs": f.refs,
+    }
+
+
+def _device(d: DeviceMemory) -> dict[str, Any]:
+    return {
+        "device": d.device,
+        "entries": d.entries,
+        "peak_allocated_bytes": d.peak_allocated_bytes,
+        "peak_allocated_entry": d.peak_allocated_entry,
+        "peak_allocated_time_us": d.peak_allocated_time_us,
+        "peak_step": d.peak_step,
+        "reserved_at_peak_bytes": d.reserved_at_peak_bytes,
+        "peak_reserved_bytes": d.peak_reserved_bytes,
+        "peak_reserved_entry": d.peak_reserved_entry,
+        "allocated_at_peak_reserved_bytes": d.allocated_at_peak_reserved_bytes,
+        "fragmentation_at_peak_reserved_bytes": d.fragmentation_at_peak_reserved_bytes,
+        "initial_allocated_bytes": d.initial_allocated_bytes,
+        "initial_reserved_bytes": d.initial_reserved_bytes,
+        "top_sites": [{"frame": s.frame, "bytes": s.bytes, "count": s.count} for s in d.top_sites],
+        "kinds_at_peak_bytes": d.kinds_at_peak,
+        "segments": {
+            "reserved_bytes": d.end.reserved_bytes,
+            "allocated_bytes": d.end.allocated_bytes,
+            "fragmentation_bytes": d.end.fragmentation_bytes,
+            "count": d.end.segments,
+            "largest_free_block_bytes": d.end.largest_free_block_bytes,
+            "below_half_use": d.end.below_half,
+            "below_half_use_share": d.end.below_half_share,
+        },
+        "allocs": d.allocs,
+        "frees": d.frees,
+        "ooms": d.ooms,
+        "steps": None
+        if d.steps is None
+        else [
+            {
+                "name": s.name,
+                "start_us": s.start_us,
+                "allocs": s.allocs,
+                "frees": s.frees,
+                "alloc_bytes": s.alloc_bytes,
+            }
+            for s in d.steps
+        ],
+        "short_lived": [
+            {
+                "frame": s.frame,
+                "bytes": s.bytes,
+                "alloc_entry": s.alloc_entry,
+                "entries": s.entries,
+                "lifetime_us": s.lifetime_us,
+            }
+            for s in d.short_lived
+        ],
+        "expandable_segments": d.expandable,
+        "warnings": d.warnings,
+    }
+
+
+def _check(c: EstimateCheck | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    e = c.estimate
+    return {
+        "params": e.params,
+        "gpus": e.dp * e.tp * e.pp,
+        "weights_bytes": e.weights_bytes,
+        "grads_bytes": e.grads_bytes,
+        "optimizer_bytes": e.optimizer_bytes,
+        "optimizer_bytes_zero1": c.sharded_optimizer_bytes,
+        "measured_optimizer_bytes": c.measured_optimizer_bytes,
+        "measured_peak_allocated_bytes": c.measured_peak_bytes,
+        "static_share_of_peak": c.static_share_of_peak,
+    }
+
+
+def memory_document(analysis: SnapshotAnalysis, diagnosis: MemoryDiagnosis) -> dict[str, Any]:
+    """The `badput.memory/1` document (fields may be added, never changed).
+
+    The top-level numbers are those of the device with the highest reserved peak (`device`);
+    `devices` has every device. `fragmentation_bytes` is reserved minus allocated in the
+    segments at dump time.
+    """
+    main = analysis.main
+    top: dict[str, Any] = {
+        "device": None,
+        "peak_allocated_bytes": 0,
+        "peak_reserved_bytes": 0,
+        "fragmentation_bytes": 0,
+        "fragmentation_at_peak_reserved_bytes": 0,
+        "top_sites": [],
+    }
+    if main is not None:
+        full = _device(main)
+        top = {
+            "device": main.device,
+            "peak_allocated_bytes": main.peak_allocated_bytes,
+            "peak_reserved_bytes": main.peak_reserved_bytes,
+            "fragmentation_bytes": main.end.fragmentation_bytes,
+            "fragmentation_at_peak_reserved_bytes": main.fragmentation_at_peak_reserved_bytes,
+            "top_sites": full["top_sites"],
+        }
+    return {
+        "schema": MEMORY_SCHEMA,
+        "badput_version": __version__,
+        "path": analysis.path,
+        **top,
+        "findings": [memory_finding_dict(f) for f in diagnosis.findings],
+        "estimate": _check(diagnosis.check),
+        "devices": [_device(d) for d in analysis.devices],
+        "allocator_settings": analysis.allocator_settings,
+        "warnings": analysis.warnings,
+    }
+
+
+def encode_memory(document: dict[str, Any]) -> bytes:
+    """Indented JSON bytes, newline-terminated."""
+    return msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n"
+
+
+def render_memory(analysis: SnapshotAnalysis, diagnosis: MemoryDiagnosis, console: Console) -> None:
+    """The snapshot report for a terminal: peaks, sites at the peak, fragmentation, findings."""
+    console.print(Text(f"memory snapshot {analysis.path}", style="bold"))
+    for w in analysis.warnings:
+        console.print(Text(f"note: {w}", style="yellow"))
+    if not analysis.devices:
+        console.print("no segments and no allocator history: nothing to report")
+    for d in analysis.devices:
+        _render_device(d, console)
+    if diagnosis.check is not None:
+        _render_check(diagnosis.check, console)
+    console.print(Text("\nwhat to change", style="bold"))
+    if not diagnosis.findings:
+        console.print("no memory finding worth a change")
+    for i, f in enumerate(diagnosis.findings, 1):
+        line = Text(f"{i}. ")
+        line.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
+        line.append(f.id, style="bold")
+        line.append(f" (GPU {f.device}): {f.title}\n")
+        line.append(
+            f"   save ~{_gib(f.savings_bytes)} at the peak ({100 * f.savings_share:.1f} % of "
+            "reserved)",
+            style="dim",
+        )
+        console.print(line)
+        for step in f.fix:
+            console.print(Text(f"   - {step}"))
+
+
+def _render_device(d: DeviceMemory, console: Console) -> None:
+    console.print(Text(f"\nGPU {d.device}", style="bold"))
+    when = f"entry {d.peak_allocated_entry:,} of {d.entries:,}" if d.entries else "at dump time"
+    if d.peak_allocated_time_us is not None:
+        when += f", t = {d.peak_allocated_time_us:,} us"
+    if d.peak_step is not None:
+        when += f", in {d.peak_step}"
+    console.print(
+        f"peak allocated {_gib(d.peak_allocated_bytes)} ({when}); reserved then "
+        f"{_gib(d.reserved_at_peak_bytes)}"
+    )
+    console.print(
+        f"peak reserved  {_gib(d.peak_reserved_bytes)}; allocated then "
+        f"{_gib(d.allocated_at_peak_reserved_bytes)} "
+        f"(fragmentation {_gib(d.fragmentation_at_peak_reserved_bytes)})"
+    )
+    if d.initial_allocated_bytes and d.entries:
+        console.print(
+            f"alive before the history starts: {_gib(d.initial_allocated_bytes)}", style="dim"
+        )
+    e = d.end
+    console.print(
+        f"segments at dump: {e.segments} holding {_gib(e.reserved_bytes)}, "
+        f"{_gib(e.allocated_bytes)} in use, {_gib(e.fragmentation_bytes)} cached unused; "
+        f"largest free block {_gib(max(e.largest_free_block_bytes, default=0))}; "
+        f"{100 * e.below_half_share:.0f} % of segments below half use"
+    )
+    if d.top_sites:
+        table = Table(title="alive at the allocated peak, by source site", title_justify="left")
+        table.add_column("site", overflow="fold")
+        table.add_column("bytes", justify="right")
+        table.add_column("blocks", justify="right")
+        for s in d.top_sites:
+            table.add_row(s.frame, _gib(s.bytes), f"{s.count:,}")
+        console.print(table)
+    if d.kinds_at_peak:
+        kinds = ", ".join(f"{k} {_gib(v)}" for k, v in d.kinds_at_peak.items())
+        console.print(f"by stack kind: {kinds}")
+    if d.entries:
+        console.print(f"churn: {d.allocs:,} allocs, {d.frees:,} frees, {d.ooms} OOMs")
+    if d.steps is not None:
+        for st in d.steps[:10]:
+            console.print(
+                f"  {st.name}: {st.allocs:,} allocs ({_gib(st.alloc_bytes)}), {st.frees:,} frees"
+            )
+    elif d.entries:
+        console.print("per-step churn: unavailable (no ProfilerStep annotations with times)")
+    for sl in d.short_lived[:5]:
+        life = f", {sl.lifetime_us:,} us" if sl.lifetime_us is not None else ""
+        console.print(
+            f"short-lived: {_gib(sl.bytes)} at {sl.frame}, freed {sl.entries} entries later{life}"
+        )
+    for w in d.warnings:
+        console.print(Text(f"note: {w}", style="yellow"))
+
+
+def _render_check(c: EstimateCheck, console: Console) -> None:
+    e = c.estimate
+    static = e.weights_bytes + e.grads_bytes + e.optimizer_bytes
+    share = f" = {100 * c.static_share_of_peak:.0f} % of it" if c.static_share_of_peak else ""
+    console.print(Text("\nbadput estimate memory beside the measured peak", style="bold"))
+    console.print(
+        f"estimated weights {_gib(e.weights_bytes)} + gradients {_gib(e.grads_bytes)} + "
+        f"optimizer {_gib(e.optimizer_bytes)} = {_gib(static)}; measured allocated peak "
+        f"{_gib(c.measured_peak_bytes)}{share}; optimizer allocations at the peak "
+        f"{_gib(c.measured_optimizer_bytes)}"
+    )
