@@ -244,6 +244,25 @@ class Meter:
         """Context manager around non-step work: "checkpoint", "eval", or any custom name."""
         return _PhaseContext(self, name)
 
+    def add_time(self, category: str, ns: int) -> None:
+        """Count `ns` nanoseconds measured elsewhere as `category`.
+
+        For loops the meter cannot wrap: a framework's hooks time the batch fetch or an
+        evaluation themselves and hand the result here. "data_wait" adds to the data wait that
+        `data()` measures; any other name is a phase, as `phase(name)` would time it. Negative
+        times are ignored (a clock that went backwards).
+
+        Example:
+            >>> meter.add_time("data_wait", 2_500_000)  # 2.5 ms waiting for a batch
+            ... # doctest: +SKIP
+        """
+        if ns < 0:
+            return
+        if category == "data_wait":
+            self._add_data(ns)
+        else:
+            self._add_phase(category, ns)
+
     def summary(self) -> dict[str, Any]:
         """Where the wall time went so far (see the module docs of `badput.meter`)."""
         from badput.meter.summary import build_summary
