@@ -90,6 +90,17 @@ def test_analysis_all() -> None:
         assert hasattr(badput.analysis, name)
 
 
+def test_integrations_all() -> None:
+    import badput.integrations
+    import badput.profiler
+
+    assert sorted(badput.profiler.__all__) == ["TraceHandler", "TraceResult", "on_trace_ready"]
+    assert sorted(badput.integrations.__all__) == ["LoopTimer", "scalar_metrics"]
+    for module in (badput.profiler, badput.integrations):
+        for name in module.__all__:
+            assert hasattr(module, name)
+
+
 def test_error_tree() -> None:
     assert issubclass(badput.TraceFormatError, badput.BadputError)
     assert issubclass(badput.UsageError, badput.BadputError)
@@ -136,7 +147,9 @@ def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
         "doctor",
         "estimate",
         "explain",
+        "memory",
         "report",
+        "roofline",
         "run",
         "telemetry",
         "version",
@@ -176,11 +189,15 @@ def test_analyze_options(capsys: pytest.CaptureFixture[str]) -> None:
     params = {p.name: p for p in analyze.params}
     assert sorted(params) == [
         "address",
+        "append",
         "executor",
         "jobs",
+        "max_step_time_ms",
+        "min_goodput",
         "out",
         "output_format",
         "paths",
+        "step_range",
         "strict",
         "telemetry",
         "top",
@@ -190,6 +207,7 @@ def test_analyze_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(params["out"].opts) == {"--out", "-o"}
     assert params["top"].opts == ["--top"] and params["top"].default == 10
     assert params["window"].opts == ["--window"] and params["window"].default is None
+    assert params["step_range"].opts == ["--step-range"] and params["step_range"].default is None
     assert params["paths"].required
     assert params["executor"].opts == ["--executor"] and params["executor"].default == "local"
     assert set(params["jobs"].opts) == {"--jobs", "-j"} and params["jobs"].default is None
@@ -278,6 +296,7 @@ DEVICE_KEYS = {
     "short_kernel_share",
     "warnings",
     "findings",
+    "memory",
 }
 BREAKDOWN_KEYS = {"compute", "communication", "memory", "idle"}
 CAUSE_KEYS = {"runtime", "dataloader", "cpu", "other"}

@@ -319,6 +319,30 @@ def test_summary_keys_and_exact_accounting() -> None:
     assert s["mfu"] is None
 
 
+def test_add_time_counts_gaps_timed_by_a_framework() -> None:
+    """Framework hooks time the gaps themselves: add_time puts them where data()/phase() would."""
+    clock = FakeClock()
+    meter = Meter(
+        clock=clock, warmup_steps=0, report_every=NEVER, gpu_timing=False, distributed=False
+    )
+    for _ in range(3):
+        clock.advance_ms(5)  # the framework fetched a batch and timed it
+        meter.add_time("data_wait", 5 * MS)
+        with meter.step():
+            clock.advance_ms(10)
+    clock.advance_ms(7)
+    meter.add_time("eval", 7 * MS)
+    meter.add_time("eval", -1)  # a clock going backwards is ignored
+    s = meter.summary()
+    meter.close()
+    b = s["badput_s"]
+    assert b["data_wait"] == pytest.approx(0.015, abs=1e-12)
+    assert b["eval"] == pytest.approx(0.007, abs=1e-12)
+    assert b["idle"] == pytest.approx(0.0, abs=1e-12)
+    assert s["productive_s"] == pytest.approx(0.030, abs=1e-12)
+    assert s["wall_s"] == pytest.approx(0.052, abs=1e-12)
+
+
 def test_ideal_step_time_is_mean_of_steps_within_median_plus_3_mad() -> None:
     clock = FakeClock()
     meter = Meter(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -74,10 +75,13 @@ class Policy:
         return [self.alpha * self.first_look_share] + [rest] * (looks - 1)
 
     def better_higher(self, metric: str) -> bool:
-        """Whether a larger value of `metric` is better."""
-        return metric in self.higher_is_better or any(
-            h in metric.lower() for h in _HIGHER_IS_BETTER_HINTS
-        )
+        """Whether a larger value of `metric` is better.
+
+        Named in `higher_is_better`, or its last word (after the last space, `/` or `:`) looks
+        like a throughput: `resnet/samples_per_s` is, `tests/t.py::test_speed wall_s` is not.
+        """
+        last = re.split(r"[\s/:]", metric)[-1].lower()
+        return metric in self.higher_is_better or any(h in last for h in _HIGHER_IS_BETTER_HINTS)
 
 
 @dataclass(frozen=True)

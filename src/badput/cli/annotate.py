@@ -32,8 +32,15 @@ def annotate(
     Example:
         badput annotate worker0.pt.trace.json.gz --out annotated.json.gz
     """
+    from badput.errors import UsageError
     from badput.report.perfetto import annotate_trace
+    from badput.trace.nsys import is_sqlite
 
+    if is_sqlite(trace):
+        raise UsageError(
+            f"{trace}: annotate writes a copy of a PyTorch profiler JSON trace; an Nsight "
+            "Systems export cannot be annotated (use `badput analyze` or `badput report`)"
+        )
     result = annotate_trace(trace, out, window)
     sys.stderr.write(
         f"badput: wrote {result.out}: {result.original_events} original events, "

@@ -1,11 +1,11 @@
 """The `badput` command: a typer app and `main()`, which maps errors to exit codes.
 
-Exit codes: 0 ok, 2 bad input or usage. Errors are one line on stderr, never a traceback.
+Exit codes: 0 ok, 1 a gate of `analyze` failed, 2 bad input or usage. Errors are one line on
+stderr, never a traceback.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated
@@ -14,13 +14,14 @@ import typer
 from rich.console import Console
 
 from badput import __version__
-from badput.cli.common import Format
+from badput.cli.common import ReportFormat, json_out, text_out
 from badput.cli.jobs import (
     AddressOption,
     Executor,
     ExecutorOption,
     JobsOption,
     PathsArgument,
+    StepRangeOption,
     StrictOption,
     TopOption,
     WindowOption,
@@ -36,7 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["app", "main"]
 
 EXIT_OK = 0
+EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
+# Failing gate checks named on stderr before "N more" (one per GPU and gate: thousands on a
+# large job).
+_GATE_LINES = 10
 
 app = typer.Typer(
     name="badput",
@@ -51,13 +56,37 @@ app = typer.Typer(
 def analyze(
     paths: PathsArgument,
     output_format: Annotated[
-        Format, typer.Option("--format", "-f", help="Report format.")
-    ] = Format.TEXT,
+        ReportFormat,
+        typer.Option("--format", "-f", help="Report format (markdown: for CI step summaries)."),
+    ] = ReportFormat.TEXT,
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="Write the report to this file.")
     ] = None,
+    append: Annotated[
+        bool,
+        typer.Option(
+            "--append",
+            help="Add to the end of --out instead of replacing it (text, markdown; always for "
+            "the $GITHUB_STEP_SUMMARY file).",
+        ),
+    ] = False,
+    min_goodput: Annotated[
+        float | None,
+        typer.Option(
+            "--min-goodput",
+            help="Exit 1 unless every GPU's goodput is at least this fraction (0.8 = 80 %).",
+        ),
+    ] = None,
+    max_step_time_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--max-step-time-ms",
+            help="Exit 1 unless every GPU's median step time is at most this many ms.",
+        ),
+    ] = None,
     top: TopOption = 10,
     window: WindowOption = None,
+    step_range: StepRangeOption = None,
     executor: ExecutorOption = Executor.LOCAL,
     jobs: JobsOption = None,
     address: AddressOption = None,
@@ -76,42 +105,59 @@ def analyze(
     only a compact summary. A trace that cannot be read is reported as failed and the others
     are still analysed.
 
-    Example:
+    Exit codes: 0 ok, 1 a --min-goodput/--max-step-time-ms gate failed (the report is
+    written first; one line per failing GPU on stderr), 2 bad input.
+
+    Examples:
         badput analyze traces/ --format json --out result.json --jobs 8
+        badput analyze traces/ --format markdown --out "$GITHUB_STEP_SUMMARY" --min-goodput 0.8
     """
     from badput.report.json_report import encode_document, job_document
     from badput.report.text import render_job
 
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
+    _check_gate_options(output_format, out, append, min_goodput, max_step_time_ms)
     samples = None
     if telemetry is not None:
         from badput.telemetry import read_telemetry
 
         samples = read_telemetry(telemetry)  # a bad file is a usage error before any work
-    job = run_job(paths, window=window, top=top, executor=executor, jobs=jobs, address=address)
+    job = run_job(
+        paths,
+        window=window,
+        top=top,
+        executor=executor,
+        jobs=jobs,
+        address=address,
+        step_range=step_range,
+    )
 
     aligned = _align_telemetry(job, samples.columns) if samples is not None else None
-    if output_format is Format.JSON:
+    gates = None
+    if min_goodput is not None or max_step_time_ms is not None:
+        from badput.diagnose.gates import evaluate_gates
+
+        gates = evaluate_gates(job, min_goodput, max_step_time_ms)
+    if output_format is ReportFormat.MARKDOWN:
+        from badput.cli.common import write_report
+        from badput.report.markdown import analysis_markdown
+
+        text = analysis_markdown(job, top=top, gates=gates or ())
+        if out:
+            write_report(out, text, append)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    elif output_format is ReportFormat.JSON:
         document = job_document(job, top=top)
         if aligned is not None:
             from badput.report.telemetry_report import telemetry_document
 
             document["telemetry"] = telemetry_document(*aligned)
-        data = encode_document(document)
-        if out:
-            with open(out, "wb") as f:
-                f.write(data)
-        else:
-            sys.stdout.buffer.write(data)
-            sys.stdout.flush()
+        json_out(out, encode_document(document))
     else:
-        with contextlib.ExitStack() as stack:
-            if out:
-                text_file = stack.enter_context(open(out, "w", encoding="utf-8"))
-                console = Console(file=text_file, width=120, no_color=True)
-            else:
-                console = Console()
+        with text_out(out, append) as console:
             render_job(job, console, top=top)
             if aligned is not None:
                 from badput.report.telemetry_report import render_device_telemetry
@@ -120,6 +166,36 @@ def analyze(
                 render_device_telemetry(*aligned, console)
     if job.failed and strict:
         raise typer.Exit(EXIT_BAD_INPUT)
+    failed_gates = [g for g in gates or () if not g.passed]
+    for g in failed_gates[:_GATE_LINES]:
+        sys.stderr.write(f"badput: gate failed: {g.message}\n")
+    if len(failed_gates) > _GATE_LINES:
+        more = len(failed_gates) - _GATE_LINES
+        sys.stderr.write(f"badput: gate failed: {more} more checks\n")
+    if failed_gates:
+        raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _check_gate_options(
+    output_format: ReportFormat,
+    out: str | None,
+    append: bool,
+    min_goodput: float | None,
+    max_step_time_ms: float | None,
+) -> None:
+    """Refuse, before any work, the gate and output options that cannot mean anything."""
+    if min_goodput is not None and not 0 <= min_goodput <= 1:
+        raise typer.BadParameter(
+            "--min-goodput is a fraction in [0, 1] (0.8 = 80 %)", param_hint="--min-goodput"
+        )
+    if max_step_time_ms is not None and not max_step_time_ms > 0:
+        raise typer.BadParameter("--max-step-time-ms must be > 0", param_hint="--max-step-time-ms")
+    if append and out is None:
+        raise typer.BadParameter("--append needs --out", param_hint="--append")
+    if append and output_format is ReportFormat.JSON:
+        raise typer.BadParameter(
+            "--append cannot add a second JSON document to a file", param_hint="--append"
+        )
 
 
 def _align_telemetry(
@@ -160,6 +236,14 @@ def _register_subcommands() -> None:
     from badput.cli.annotate import annotate
 
     app.command(name="annotate")(annotate)
+
+    from badput.cli.memory import memory
+
+    app.command(name="memory")(memory)
+
+    from badput.cli.roofline import roofline
+
+    app.command(name="roofline")(roofline)
 
 
 _register_subcommands()

@@ -85,7 +85,12 @@ def ab(
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     json_out: Annotated[str | None, typer.Option("--json", help="Write the JSON verdict.")] = None,
     junit: Annotated[str | None, typer.Option(help="Write JUnit XML.")] = None,
-    markdown: Annotated[str | None, typer.Option(help="Write a Markdown table.")] = None,
+    markdown: Annotated[
+        str | None,
+        typer.Option(
+            help="Write the verdict as Markdown (appended to the $GITHUB_STEP_SUMMARY file)."
+        ),
+    ] = None,
     store: Annotated[
         str | None,
         typer.Option(help="Also record both sides in this results store (path or URL)."),
@@ -104,7 +109,9 @@ def ab(
         badput bench ab --base-ref main --head-ref HEAD --merge-base --command "python bench.py"
     """
     from badput.bench.ab import BenchmarkInfraError, Policy, Side, exit_code, run_ab
-    from badput.report.bench_report import render_ab, to_json, to_junit, to_markdown
+    from badput.cli.common import write_report
+    from badput.report.bench_report import render_ab, to_json, to_junit
+    from badput.report.markdown import ab_markdown
 
     refs_mode = _ab_mode(
         base=base,
@@ -175,14 +182,12 @@ def ab(
         sys.stderr.write(f"badput: error: {e}\n")
         raise typer.Exit(3) from None
     result.notes.extend(notes)
-    for path, text in (
-        (json_out, to_json(result)),
-        (junit, to_junit(result)),
-        (markdown, to_markdown(result)),
-    ):
+    for path, text in ((json_out, to_json(result)), (junit, to_junit(result))):
         if path:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
+    if markdown:
+        write_report(markdown, ab_markdown(result))
     render_ab(result, Console())
     code = exit_code(result)
     if store is not None and result.results:
@@ -368,6 +373,12 @@ def check_cmd(
         ),
     ] = None,
     json_out: Annotated[str | None, typer.Option("--json", help="Write the check report.")] = None,
+    markdown: Annotated[
+        str | None,
+        typer.Option(
+            help="Write the verdict as Markdown (appended to the $GITHUB_STEP_SUMMARY file)."
+        ),
+    ] = None,
 ) -> None:
     """Check deterministic metrics (memory, counts) against expected values and tolerances.
 
@@ -397,6 +408,11 @@ def check_cmd(
         doc = result.as_dict()
         doc["updated_expectations"] = new.to_doc()
         Path(json_out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    if markdown:
+        from badput.cli.common import write_report
+        from badput.report.markdown import check_markdown
+
+        write_report(markdown, check_markdown(result))
     _render_check(result, Console())
     if update:
         if not result.checks:

@@ -2,13 +2,116 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from enum import StrEnum
 
-__all__ = ["Format"]
+from rich.console import Console
+
+from badput.errors import UsageError
+
+__all__ = [
+    "STEP_SUMMARY_ENV",
+    "Format",
+    "ReportFormat",
+    "appends",
+    "json_out",
+    "text_out",
+    "write_report",
+]
+
+#: The file GitHub Actions gives each step for its job summary (written with `>>`).
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
 class Format(StrEnum):
-    """Output formats of the commands."""
+    """Output formats of the commands that have no Markdown form (diff, doctor, estimate)."""
 
     TEXT = "text"
     JSON = "json"
+
+
+class ReportFormat(StrEnum):
+    """Output formats of `badput analyze`: `Format` and Markdown for CI step summaries.
+
+    A separate enum rather than a member added to `Format`, so that the commands without a
+    Markdown rendering refuse `--format markdown` at parse time (exit 2) instead of quietly
+    printing text.
+    """
+
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+def appends(path: str, append: bool = False) -> bool:
+    """Whether a report written to `path` goes at its end rather than replacing it.
+
+    Always with `--append`; and for the file named by `$GITHUB_STEP_SUMMARY`, which GitHub
+    documents as written with `>>`: one step may write several summaries into it, and
+    replacing the file would drop the earlier ones.
+    """
+    if append:
+        return True
+    summary = os.environ.get(STEP_SUMMARY_ENV)
+    if not summary:
+        return False
+    try:
+        return os.path.samefile(summary, path)
+    except OSError:
+        return os.path.abspath(summary) == os.path.abspath(path)
+
+
+def write_report(path: str, text: str, append: bool = False) -> None:
+    """Write a text report to `path` (UTF-8), appending when `appends` says so.
+
+    An appended report starts on a line of its own after a blank line, so that two Markdown
+    documents in one file do not run into each other.
+    """
+    if appends(path, append):
+        with open(path, "a+", encoding="utf-8") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() > 0:
+                text = "\n" + text
+            f.write(text)
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def json_out(out: str | None, data: bytes) -> None:
+    """A JSON document to the file `out`, or to stdout when None.
+
+    Raises:
+        UsageError: `out` cannot be written.
+    """
+    if out is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    try:
+        with open(out, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise UsageError(f"--out {out}: {e.strerror}") from None
+
+
+@contextlib.contextmanager
+def text_out(out: str | None, append: bool = False, width: int = 120) -> Iterator[Console]:
+    """A rich Console writing to the file `out` (plain, `width` columns), or to the terminal.
+
+    The file is appended to when `appends(out, append)` says so.
+
+    Raises:
+        UsageError: `out` cannot be opened or written.
+    """
+    if out is None:
+        yield Console()
+        return
+    try:
+        with open(out, "a" if appends(out, append) else "w", encoding="utf-8") as f:
+            yield Console(file=f, width=width, no_color=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: {e.strerror}") from None

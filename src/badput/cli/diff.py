@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from badput.cli.common import Format
+from badput.cli.common import Format, json_out, text_out
 from badput.errors import UsageError
 
 __all__ = ["diff"]
@@ -58,24 +55,8 @@ def diff(
                 page.write(render_diff_html(result, top=top))
         except OSError as e:
             raise UsageError(f"--html {html_out}: {e.strerror}") from None
-    try:
-        if output_format is Format.JSON:
-            data = encode_document(diff_document(result, top=top))
-            if out:
-                with open(out, "wb") as f:
-                    f.write(data)
-            else:
-                sys.stdout.buffer.write(data)
-                sys.stdout.flush()
-            return
-        with contextlib.ExitStack() as stack:
-            if out:
-                text_file = stack.enter_context(open(out, "w", encoding="utf-8"))
-                console = Console(file=text_file, width=120, no_color=True)
-            else:
-                console = Console()
-            render_diff(result, console, top=top)
-    except OSError as e:
-        if out is None:
-            raise
-        raise UsageError(f"--out {out}: {e.strerror}") from None
+    if output_format is Format.JSON:
+        json_out(out, encode_document(diff_document(result, top=top)))
+        return
+    with text_out(out) as console:
+        render_diff(result, console, top=top)

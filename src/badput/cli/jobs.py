@@ -27,6 +27,7 @@ __all__ = [
     "ExecutorOption",
     "JobsOption",
     "PathsArgument",
+    "StepRangeOption",
     "StrictOption",
     "TopOption",
     "WindowOption",
@@ -54,6 +55,15 @@ WindowOption = Annotated[
     typer.Option(
         "--window",
         help="Analyse only steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
+    ),
+]
+StepRangeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--step-range",
+        help="Steps are the NVTX ranges (or annotations) named NAME, or NAME and a number "
+        "('train_step 7'); default: ProfilerStep#N.",
+        metavar="NAME",
     ),
 ]
 TopOption = Annotated[int, typer.Option("--top", help="Kernels to list per GPU (0: all).")]
@@ -85,6 +95,7 @@ def run_job(
     executor: Executor = Executor.LOCAL,
     jobs: int | None = None,
     address: str | None = None,
+    step_range: str | None = None,
 ) -> JobResult:
     """Analyse every trace under `paths` and diagnose the job; failed traces become warnings.
 
@@ -101,6 +112,8 @@ def run_job(
         raise UsageError("--top must be >= 0")
     if jobs is not None and jobs < 1:
         raise UsageError(f"--jobs {jobs}: must be at least 1")
+    if step_range is not None and not step_range.strip():
+        raise UsageError("--step-range needs a range name")
     if window is not None:
         WindowSpec.parse(window)  # a bad --window is a usage error, not N failed ranks
     if executor is Executor.LOCAL and address is not None:
@@ -117,9 +130,9 @@ def run_job(
     if len(files) == 1 and isinstance(runner, LocalExecutor):
         # One trace, in this process: a progress bar over its bytes when it is big.
         with _byte_progress(err, files[0]) as read:
-            outcomes = list(runner.map(analyze_path, [(files[0], window, top, read)]))
+            outcomes = list(runner.map(analyze_path, [(files[0], window, top, read, step_range)]))
     else:
-        items = [(path, window, top) for path in files]
+        items = [(path, window, top, None, step_range) for path in files]
         with _rank_progress(err, len(files)) as progress:
             outcomes = list(runner.map(analyze_path, items, progress))
     job = diagnose_job(outcomes)

@@ -12,6 +12,7 @@ from badput.cli.jobs import (
     ExecutorOption,
     JobsOption,
     PathsArgument,
+    StepRangeOption,
     StrictOption,
     TopOption,
     WindowOption,
@@ -26,6 +27,7 @@ def report(
     paths: PathsArgument,
     out: Annotated[str, typer.Option("--out", "-o", help="The HTML file to write.")],
     window: WindowOption = None,
+    step_range: StepRangeOption = None,
     top: TopOption = 10,
     jobs: JobsOption = None,
     executor: ExecutorOption = Executor.LOCAL,
@@ -47,7 +49,15 @@ def report(
 
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
-    job = run_job(paths, window=window, top=top, executor=executor, jobs=jobs, address=address)
+    job = run_job(
+        paths,
+        window=window,
+        top=top,
+        executor=executor,
+        jobs=jobs,
+        address=address,
+        step_range=step_range,
+    )
     document = render_html(job, top=top)
     try:
         with open(out, "w", encoding="utf-8") as f:

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from badput.analysis.memory import MemoryTimeline, memory_timelines
 from badput.analysis.ranks import CrossRank, RankSummary, cross_rank, summarize_rank
 from badput.analysis.results import DeviceAnalysis
 from badput.analysis.segments import StepSegments, pick_steps, step_segments
@@ -68,6 +69,8 @@ class RankOutcome:
         segments: per GPU (in the order of `devices`), the typical and the longest step cut
             into busy and idle pieces in time order, for drawing.
         versions: software versions the trace records (`Trace.versions`).
+        memory: per GPU, allocated and reserved bytes over time from the trace's `[memory]`
+            events (`analysis.memory.memory_timelines`); empty when it has none.
     """
 
     path: str
@@ -82,6 +85,7 @@ class RankOutcome:
     base_time_ns: int | None = None
     segments: list[list[StepSegments]] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
+    memory: list[MemoryTimeline] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,7 @@ def outcome_of(trace: Trace, devices: list[DeviceAnalysis], top: int = 0) -> Ran
         base_time_ns=trace.base_time_ns,
         segments=segments,
         versions=dict(trace.versions),
+        memory=memory_timelines(trace),
     )
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from badput.bench.ab import ABResult, exit_code
 
-__all__ = ["render_ab", "to_json", "to_junit", "to_markdown"]
+__all__ = ["render_ab", "to_json", "to_junit"]
 
 _STYLE = {
     "regression": "bold red",
@@ -56,29 +56,6 @@ def render_ab(result: ABResult, console: Console) -> None:
 def to_json(result: ABResult) -> str:
     """The JSON verdict document."""
     return json.dumps(result.as_dict(), indent=2) + "\n"
-
-
-def to_markdown(result: ABResult) -> str:
-    """A Markdown table for a CI step summary or a PR comment."""
-    lines = [
-        "| benchmark | metric | decision | effect | CI | p (Holm) | rounds |",
-        "|---|---|---|---:|---:|---:|---:|",
-    ]
-    for r in result.results:
-        mark = {"regression": "**regression**", "improvement": "improvement"}.get(
-            str(r.decision), str(r.decision)
-        )
-        lines.append(
-            f"| {r.benchmark} | {r.metric} | {mark} | {_pct(r.effect)} | "
-            f"[{_pct(r.ci[0])}, {_pct(r.ci[1])}] | {r.p_adjusted:.3g} | {r.rounds} |"
-        )
-    p = result.policy
-    lines.append("")
-    lines.append(
-        f"alpha {p.alpha:g} (Holm), minimum effect {100 * p.min_effect:g} %, exit code "
-        f"{exit_code(result)}."
-    )
-    return "\n".join(lines) + "\n"
 
 
 def to_junit(result: ABResult) -> str:

@@ -20,10 +20,12 @@ from collections.abc import Iterable, Sequence
 
 from badput import __version__
 from badput.analysis.diff import DeviceDiff, TraceDiff
+from badput.analysis.memory import MemoryTimeline
 from badput.analysis.ranks import RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
 from badput.analysis.segments import SEGMENT_KINDS, StepSegments
 from badput.diagnose import Finding, JobResult
+from badput.report.json_report import memory_of
 
 __all__ = ["PARTS", "render_diff_html", "render_html"]
 
@@ -240,8 +242,69 @@ def _step_pieces(seg: StepSegments) -> str:
     )
 
 
+#: Colours of the memory plot's curves.
+_ALLOCATED_COLOUR, _RESERVED_COLOUR = "#2f6fb0", "#e67e22"
+
+
+def _memory_plot(m: MemoryTimeline) -> str:
+    """Allocated and reserved bytes over time, from the trace's `[memory]` events."""
+    width, height, left, bottom = 1070, 160, 70, 16
+    span = max(m.end_ns - m.start_ns, 1)
+    top_bytes = max(m.peak_reserved_bytes, m.peak_allocated_bytes, 1)
+    plot_w, plot_h = width - left - 10, height - bottom - 8
+
+    def points(values: Sequence[int]) -> str:
+        # A step curve: each total holds until the next event.
+        out: list[str] = []
+        y_prev = None
+        for t, v in zip(m.ts_ns.tolist(), values, strict=True):
+            x = left + (t - m.start_ns) * plot_w / span
+            y = 8 + plot_h * (1 - v / top_bytes)
+            if y_prev is not None:
+                out.append(f"{x:.1f},{y_prev:.1f}")
+            out.append(f"{x:.1f},{y:.1f}")
+            y_prev = y
+        return " ".join(out)
+
+    gib = 2**30
+    curves = (
+        ("reserved", m.reserved_bytes.tolist(), _RESERVED_COLOUR, m.peak_reserved_bytes),
+        ("allocated", m.allocated_bytes.tolist(), _ALLOCATED_COLOUR, m.peak_allocated_bytes),
+    )
+    lines = "".join(
+        f'<polyline class="memory-{name}" fill="none" stroke="{colour}" stroke-width="1.2" '
+        f'points="{points(values)}"><title>{name}: peak {peak / gib:,.2f} GiB</title></polyline>'
+        for name, values, colour, peak in curves
+    )
+    legend = "".join(
+        f'<span><i style="background:{colour}"></i>{name} (peak {peak / gib:,.2f} GiB)</span>'
+        for name, _, colour, peak in curves
+    )
+    axis = (
+        f'<line x1="{left}" x2="{left}" y1="8" y2="{8 + plot_h}" stroke="#999"/>'
+        f'<line x1="{left}" x2="{width - 10}" y1="{8 + plot_h}" y2="{8 + plot_h}" stroke="#999"/>'
+        f'<text x="{left - 4}" y="14" font-size="10" text-anchor="end">'
+        f"{top_bytes / gib:,.2f} GiB</text>"
+        f'<text x="{left - 4}" y="{8 + plot_h}" font-size="10" text-anchor="end">0</text>'
+        f'<text x="{left}" y="{height - 2}" font-size="10">0 ms</text>'
+        f'<text x="{width - 10}" y="{height - 2}" font-size="10" text-anchor="end">'
+        f"{_ms(span)} ms</text>"
+    )
+    return (
+        f"<h3>Memory</h3><p><small>The caching allocator's totals after each of "
+        f"{m.events:,} <code>[memory]</code> events of the trace.</small></p>"
+        f'<svg class="plot memory-plot" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="memory over time">'
+        f'{axis}{lines}</svg><div class="legend">{legend}</div>'
+    )
+
+
 def _device(
-    d: DeviceAnalysis, findings: Sequence[Finding], top: int, segments: Sequence[StepSegments]
+    d: DeviceAnalysis,
+    findings: Sequence[Finding],
+    top: int,
+    segments: Sequence[StepSegments],
+    memory: MemoryTimeline | None = None,
 ) -> str:
     gpu = f"GPU {d.device}" + (f" ({d.gpu})" if d.gpu else "")
     rank = f" · rank {d.rank}/{d.world_size}" if d.rank is not None else ""
@@ -274,6 +337,8 @@ def _device(
             )
             out += [_step_pieces(seg) for seg in segments]
     out.append(_legend())
+    if memory is not None:
+        out.append(_memory_plot(memory))
     out.append("<h3>What to fix first</h3>")
     out.append(_findings(findings))
     if d.kernels and top != 0:
@@ -431,7 +496,7 @@ def render_html(job: JobResult, top: int = 10) -> str:
         '<!DOCTYPE html>'
     """
     devices = [
-        (d, f, o.segments[i] if i < len(o.segments) else [])
+        (d, f, o.segments[i] if i < len(o.segments) else [], memory_of(o, d.device))
         for o in job.analysed
         for i, (d, f) in enumerate(zip(o.devices, o.findings, strict=True))
     ]
@@ -448,7 +513,7 @@ def render_html(job: JobResult, top: int = 10) -> str:
             parts.append(f'<p class="note">note: {_e(os.path.basename(o.path))}: {_e(w)}</p>')
     parts.append(_ranks(job))
     if len(devices) <= _MAX_DEVICE_SECTIONS:
-        parts += [_device(d, f, top, segs) for d, f, segs in devices]
+        parts += [_device(d, f, top, segs, mem) for d, f, segs, mem in devices]
     else:
         parts.append(
             f"<h2>Findings over {len(devices)} GPUs</h2>"

@@ -10,9 +10,10 @@ import msgspec
 
 from badput import __version__
 from badput.analysis.comm import CollectiveStat, link_peak_gbps
+from badput.analysis.memory import MemoryTimeline
 from badput.analysis.ranks import CrossRank, Extreme, RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
-from badput.diagnose import Diagnosis, Finding, JobResult, diagnose_job, outcome_of
+from badput.diagnose import Diagnosis, Finding, JobResult, RankOutcome, diagnose_job, outcome_of
 from badput.trace.model import Trace
 
 __all__ = ["SCHEMA", "analysis_document", "encode_document", "job_document", "us"]
@@ -66,7 +67,29 @@ def finding_dict(f: Finding) -> dict[str, Any]:
     }
 
 
-def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> dict[str, Any]:
+def memory_dict(m: MemoryTimeline | None) -> dict[str, Any] | None:
+    """A GPU's memory timeline peaks as JSON (times on the trace's clock, like the window)."""
+    if m is None:
+        return None
+    return {
+        "events": m.events,
+        "peak_allocated_bytes": m.peak_allocated_bytes,
+        "peak_allocated_at_us": us(m.peak_allocated_ts_ns),
+        "peak_reserved_bytes": m.peak_reserved_bytes,
+        "peak_reserved_at_us": us(m.peak_reserved_ts_ns),
+        "start_us": us(m.start_ns),
+        "end_us": us(m.end_ns),
+    }
+
+
+def memory_of(o: RankOutcome, device: int) -> MemoryTimeline | None:
+    """The memory timeline of one GPU of an outcome; None when its trace has none."""
+    return next((m for m in o.memory if m.device == device), None)
+
+
+def _device(
+    d: DeviceAnalysis, top: int, findings: list[Finding], memory: MemoryTimeline | None = None
+) -> dict[str, Any]:
     stats = d.step_time_stats_ns()
     kernels = d.kernels if top <= 0 else d.kernels[:top]
     return {
@@ -110,6 +133,7 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> dict[str, A
         "short_kernel_share": d.short_kernel_share,
         "warnings": d.warnings,
         "findings": [finding_dict(f) for f in findings],
+        "memory": memory_dict(memory),
     }
 
 
@@ -155,7 +179,11 @@ def job_document(job: JobResult, top: int = 10) -> dict[str, Any]:
             for o in analysed
         ],
         "findings": [finding_dict(f) for f in diagnosis.ranked],
-        "devices": [_device(d, top, diagnosis.for_device(d)) for o in analysed for d in o.devices],
+        "devices": [
+            _device(d, top, diagnosis.for_device(d), memory_of(o, d.device))
+            for o in analysed
+            for d in o.devices
+        ],
         "ranks": _ranks(job),
         "collectives": [
             _collective(s, c) for o in analysed for s in o.summaries for c in s.comm_stats

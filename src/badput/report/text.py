@@ -281,6 +281,20 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
     return Group(*parts)
 
 
+def _memory_line(job: JobResult, d: DeviceAnalysis) -> Text | None:
+    """The GPU's allocator peaks from the trace's `[memory]` events; None without them."""
+    outcome = next((o for o in job.analysed if o.path == d.trace), None)
+    m = next((m for m in outcome.memory if m.device == d.device), None) if outcome else None
+    if m is None:
+        return None
+    gib = 2**30
+    return Text(
+        f"memory: peak allocated {m.peak_allocated_bytes / gib:,.2f} GiB, peak reserved "
+        f"{m.peak_reserved_bytes / gib:,.2f} GiB ({m.events:,} allocator events)",
+        style="bold",
+    )
+
+
 def render_text(
     results: list[tuple[Trace, list[DeviceAnalysis]]],
     console: Console,
@@ -317,6 +331,9 @@ def render_job(job: JobResult, console: Console, top: int = 10) -> None:
                 console.rule(style="dim")
             first = False
             console.print(_device(d, top, diagnosis.for_device(d)))
+            memory = _memory_line(job, d)
+            if memory is not None:
+                console.print(memory)
     if job.cross is not None:
         if not first:
             console.rule(style="dim")
@@ -412,25 +429,10 @@ def _rank_section(job: JobResult, cross: CrossRank, per_gpu_shown: bool) -> Grou
         )
         parts += [Text(""), Text(title, style="bold")]
         rt = Table(box=None, pad_edge=False, header_style="bold")
-        columns = ("rank", "goodput", "comm", "memory", "idle", "step ms", "comm ms", "waited ms")
-        for col in (*columns, "score"):
+        for col in RANK_COLUMNS:
             rt.add_column(col, justify="right")
         for s in shown:
-            b, win = s.breakdown, s.window_ns
-            step = _ms(statistics.median(s.step_dur_ns)) if s.step_dur_ns else "–"
-            waited = cross.waited_ns.get(s.rank) if s.rank is not None else None
-            score = cross.scores.get(s.rank) if s.rank is not None else None
-            rt.add_row(
-                str(s.rank),
-                f"{100 * s.goodput:.1f} %" if s.goodput is not None else "–",
-                _pct(b.communication_ns, win),
-                _pct(b.memory_ns, win),
-                _pct(b.idle_ns, win),
-                step,
-                _ms(s.comm_total_ns),
-                _ms(waited) if waited is not None else "–",
-                f"{score:.2f}" if score is not None else "–",
-            )
+            rt.add_row(*rank_cells(s, cross))
         parts.append(rt)
         parts.append(
             Text(
@@ -445,25 +447,61 @@ def _rank_section(job: JobResult, cross: CrossRank, per_gpu_shown: bool) -> Grou
     if by_type:
         parts += [Text(""), Text("collectives by type, over all ranks", style="bold")]
         ct = Table(box=None, pad_edge=False, header_style="bold")
-        ct.add_column("type")
-        for col in ("ranks", "kernels", "total ms", "exposed ms", "hidden", "busbw GB/s (median)"):
+        ct.add_column(COLLECTIVE_COLUMNS[0])
+        for col in COLLECTIVE_COLUMNS[1:]:
             ct.add_column(col, justify="right")
-        ct.add_column("of link peak", justify="right")
-        for kind, (ranks, count, total, exposed, busbw, of_peak) in by_type.items():
-            ct.add_row(
-                kind,
-                f"{ranks:,}",
-                f"{count:,}",
-                _ms(total),
-                _ms(exposed),
-                _pct(total - exposed, total).strip(),
-                f"{busbw:,.1f}" if busbw is not None else "–",
-                f"{100 * of_peak:.0f} %" if of_peak is not None else "–",
-            )
+        for kind, row in by_type.items():
+            ct.add_row(*collective_cells(kind, row))
         parts.append(ct)
     for warning in cross.warnings[:_MAX_NOTES]:
         parts.append(Text(f"note: {warning}", style="yellow"))
     return Group(*parts)
+
+
+#: Columns of the per-rank table (text and Markdown reports).
+RANK_COLUMNS = (
+    "rank", "goodput", "comm", "memory", "idle", "step ms", "comm ms", "waited ms", "score",
+)  # fmt: skip
+#: Columns of the collectives-by-type table (text and Markdown reports).
+COLLECTIVE_COLUMNS = (
+    "type", "ranks", "kernels", "total ms", "exposed ms", "hidden", "busbw GB/s (median)",
+    "of link peak",
+)  # fmt: skip
+
+
+def rank_cells(s: RankSummary, cross: CrossRank) -> list[str]:
+    """One rank's row of the per-rank table, as `RANK_COLUMNS`."""
+    b, win = s.breakdown, s.window_ns
+    waited = cross.waited_ns.get(s.rank) if s.rank is not None else None
+    score = cross.scores.get(s.rank) if s.rank is not None else None
+    return [
+        str(s.rank),
+        f"{100 * s.goodput:.1f} %" if s.goodput is not None else "–",
+        _pct(b.communication_ns, win),
+        _pct(b.memory_ns, win),
+        _pct(b.idle_ns, win),
+        _ms(statistics.median(s.step_dur_ns)) if s.step_dur_ns else "–",
+        _ms(s.comm_total_ns),
+        _ms(waited) if waited is not None else "–",
+        f"{score:.2f}" if score is not None else "–",
+    ]
+
+
+def collective_cells(
+    kind: str, row: tuple[int, int, int, int, float | None, float | None]
+) -> list[str]:
+    """One collective type's row, as `COLLECTIVE_COLUMNS`, from `_collectives_by_type`."""
+    ranks, count, total, exposed, busbw, of_peak = row
+    return [
+        kind,
+        f"{ranks:,}",
+        f"{count:,}",
+        _ms(total),
+        _ms(exposed),
+        _pct(total - exposed, total).strip(),
+        f"{busbw:,.1f}" if busbw is not None else "–",
+        f"{100 * of_peak:.0f} %" if of_peak is not None else "–",
+    ]
 
 
 def _outliers(summaries: list[RankSummary], stragglers: set[int]) -> list[RankSummary]:

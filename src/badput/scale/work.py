@@ -19,6 +19,7 @@ def analyze_path(
     window: str | None = None,
     top: int = 10,
     progress: Callable[[int], None] | None = None,
+    step_range: str | None = None,
 ) -> RankOutcome:
     """Analyse one trace file into its compact outcome; a bad trace becomes a failed outcome.
 
@@ -27,6 +28,7 @@ def analyze_path(
         window: `--window` text (`steps:A-B`, `ns:T0-T1`, `us:T0-T1`), None for the default.
         top: kernels kept per GPU (0 keeps all).
         progress: called with uncompressed bytes read so far (in-process runs only).
+        step_range: `--step-range` text: the name of the ranges that delimit steps.
 
     Returns:
         The outcome, or one with `error` set to the reason the trace could not be read.
@@ -40,7 +42,7 @@ def analyze_path(
 
     spec = WindowSpec.parse(window) if window is not None else None
     try:
-        trace = load_trace(path, progress=progress)
+        trace = load_trace(path, progress=progress, step_range=step_range)
         devices = analyze_trace(trace, spec)
     except TraceFormatError as e:
         return RankOutcome(path=path, error=e.problem)

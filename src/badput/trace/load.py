@@ -1,4 +1,10 @@
-"""Entry point for reading traces: file or directory in, Trace out."""
+"""Entry point for reading traces: file or directory in, Trace out.
+
+The format is told by content: a file that starts with the SQLite header (or is named
+`.sqlite`) is an Nsight Systems export (`badput.trace.nsys`), anything else a PyTorch profiler
+JSON trace (`badput.trace.kineto`). Nsight Systems report files (`.nsys-rep`, `.qdrep`) are
+binary and must be exported first; the error says how.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,17 @@ import os
 from collections.abc import Callable
 
 from badput.errors import TraceFormatError
+from badput.trace._step_ranges import mark_step_ranges
 from badput.trace.kineto import read_kineto
 from badput.trace.model import Trace
+from badput.trace.nsys import NSYS_REPORT_SUFFIXES, is_sqlite, read_nsys
 
 __all__ = ["TRACE_SUFFIXES", "find_traces", "load_trace"]
 
 #: File names taken as traces when a directory is given.
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
+# Names that promise an SQLite export: read as one even without the header, to say what is off.
+_SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 
 
 def find_traces(path: str) -> list[str]:
@@ -28,21 +38,50 @@ def find_traces(path: str) -> list[str]:
             if name.endswith(TRACE_SUFFIXES) and os.path.isfile(os.path.join(path, name))
         )
         if not found:
-            raise TraceFormatError(path, "directory holds no trace files (*.json, *.json.gz)")
+            if any(name.endswith(NSYS_REPORT_SUFFIXES) for name in os.listdir(path)):
+                raise TraceFormatError(path, _export_hint("the directory's .nsys-rep files"))
+            raise TraceFormatError(
+                path, "directory holds no trace files (*.json, *.json.gz, *.sqlite)"
+            )
         return found
     if not os.path.exists(path):
         raise TraceFormatError(path, "no such file or directory")
     return [path]
 
 
-def load_trace(path: str, progress: Callable[[int], None] | None = None) -> Trace:
-    """Read one trace file (PyTorch profiler JSON, plain or gzipped).
+def _export_hint(what: str) -> str:
+    return (
+        f"{what}: an Nsight Systems report is read through its SQLite export; run "
+        "`nsys export --type sqlite --output report.sqlite report.nsys-rep` and pass "
+        "report.sqlite"
+    )
+
+
+def load_trace(
+    path: str,
+    progress: Callable[[int], None] | None = None,
+    *,
+    step_range: str | None = None,
+) -> Trace:
+    """Read one trace file: PyTorch profiler JSON (plain or gzipped) or an nsys SQLite export.
 
     Args:
         path: the file.
-        progress: called with uncompressed bytes read so far.
+        progress: called with bytes read so far.
+        step_range: name of the host ranges (NVTX ranges, `record_function` annotations) that
+            delimit steps; they are analysed as `ProfilerStep#N`. Without it, an Nsight Systems
+            export uses `ProfilerStep#N` ranges if it has them, else ranges named like
+            `train_step`/`step`/`iteration` (see `AUTO_STEP_NAMES`).
 
     Raises:
         TraceFormatError: the file cannot be read as a trace.
     """
-    return read_kineto(path, progress=progress)
+    if path.endswith(NSYS_REPORT_SUFFIXES) and not is_sqlite(path):
+        raise TraceFormatError(path, _export_hint("an Nsight Systems report file"))
+    if is_sqlite(path) or path.endswith(_SQLITE_SUFFIXES):
+        trace = read_nsys(path, progress=progress)
+        return mark_step_ranges(trace, step_range, auto=True, what="NVTX ranges")
+    trace = read_kineto(path, progress=progress)
+    if step_range is None:
+        return trace
+    return mark_step_ranges(trace, step_range, auto=False, what="annotations")
