@@ -98,9 +98,15 @@ def test_analyze_json_and_text(shared_traces: Path, capsys: pytest.CaptureFixtur
     assert mem["start_us"] <= mem["peak_allocated_at_us"] <= mem["end_us"]
     code, out, _ = run_cli(capsys, "analyze", path)
     assert code == 0
-    assert "memory: peak allocated 1.95 GiB, peak reserved 2.45 GiB (2,250 allocator events)" in (
-        re.sub(r"\s+", " ", out)
+    line = (
+        f"peak allocated {expected['alloc'] / 2**30:.2f} GiB, peak reserved "
+        f"{expected['res'] / 2**30:.2f} GiB ({expected['events']:,} allocator events)"
     )
+    assert line == "peak allocated 1.95 GiB, peak reserved 2.45 GiB (2,250 allocator events)"
+    assert f"memory: {line}" in re.sub(r"\s+", " ", out)
+    code, out, _ = run_cli(capsys, "analyze", path, "--format", "markdown")
+    assert code == 0
+    assert f"\nMemory: {line}\n" in out
 
 
 def test_html_plot(shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -40,6 +40,7 @@ from badput.report.text import (
     _outliers,
     _short,
     collective_cells,
+    memory_summary,
     rank_cells,
 )
 
@@ -315,6 +316,9 @@ def analysis_markdown(
     if not many:
         for d in devices:
             lines += _device_section(d, top, job.diagnosis.for_device(d))
+            memory = memory_summary(job, d)
+            if memory is not None:
+                lines += [memory[0].upper() + memory[1:], ""]
     if job.cross is not None:
         lines += _rank_section(job, job.cross)
     if many:

@@ -281,17 +281,16 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
     return Group(*parts)
 
 
-def _memory_line(job: JobResult, d: DeviceAnalysis) -> Text | None:
+def memory_summary(job: JobResult, d: DeviceAnalysis) -> str | None:
     """The GPU's allocator peaks from the trace's `[memory]` events; None without them."""
     outcome = next((o for o in job.analysed if o.path == d.trace), None)
     m = next((m for m in outcome.memory if m.device == d.device), None) if outcome else None
     if m is None:
         return None
     gib = 2**30
-    return Text(
+    return (
         f"memory: peak allocated {m.peak_allocated_bytes / gib:,.2f} GiB, peak reserved "
-        f"{m.peak_reserved_bytes / gib:,.2f} GiB ({m.events:,} allocator events)",
-        style="bold",
+        f"{m.peak_reserved_bytes / gib:,.2f} GiB ({m.events:,} allocator events)"
     )
 
 
@@ -331,9 +330,9 @@ def render_job(job: JobResult, console: Console, top: int = 10) -> None:
                 console.rule(style="dim")
             first = False
             console.print(_device(d, top, diagnosis.for_device(d)))
-            memory = _memory_line(job, d)
+            memory = memory_summary(job, d)
             if memory is not None:
-                console.print(memory)
+                console.print(Text(memory, style="bold"))
     if job.cross is not None:
         if not first:
             console.rule(style="dim")
