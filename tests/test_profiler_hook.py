@@ -64,9 +64,9 @@ def test_real_profiler_run_writes_the_trace_as_torch_does(tmp_path: Path, use_gz
     _profile(ours)
     assert ours.wait(timeout_s=60)
     (torch_file,) = (tmp_path / "torch").iterdir()
-    our_files = sorted(p for p in (tmp_path / "ours").iterdir() if p.is_file())
-    assert len(our_files) == 1
-    our_file = our_files[0]
+    our_files = sorted(p.name for p in (tmp_path / "ours").iterdir())
+    assert len(our_files) == 2  # the trace and its report
+    (our_file,) = (tmp_path / "ours" / n for n in our_files if ".pt.trace.json" in n)
     # Same naming: worker name, 19-digit time_ns, same suffix.
     m_torch, m_ours = NAME.match(torch_file.name), NAME.match(our_file.name)
     assert m_torch and m_ours
@@ -83,11 +83,11 @@ def test_real_profiler_run_writes_the_trace_as_torch_does(tmp_path: Path, use_gz
 
     assert ops(ours_ev) == ops(theirs_ev)
     assert any(e.get("name") == "ProfilerStep#2" for e in ours_ev)
-    # The analysis ran: a JSON report in dir/badput, named after the trace.
+    # The analysis ran: a JSON report next to the trace, named after it.
     (result,) = ours.results
     assert result.error is None
     stem = our_file.name.split(".pt.trace.json")[0]
-    report = tmp_path / "ours" / "badput" / f"{stem}.badput.json"
+    report = tmp_path / "ours" / f"{stem}.badput.json"
     assert result.json_path == str(report)
     doc = json.loads(report.read_text())
     assert doc["schema"] == "badput.analysis/1"
@@ -104,7 +104,8 @@ def test_report_is_the_same_document_as_badput_analyze(tmp_path: Path) -> None:
     cli_out = tmp_path / "cli.json"
     assert main(["analyze", result.trace_path, "--format", "json", "--out", str(cli_out)]) == 0
     assert Path(result.json_path).read_bytes() == cli_out.read_bytes()
-    # The report folder keeps `badput analyze <dir>` on traces only.
+    # The report lies beside the trace, and `badput analyze <dir>` still reads traces only.
+    assert Path(result.json_path).parent == Path(result.trace_path).parent
     cli_out.unlink()
     dir_out = tmp_path / "dir.json"
     assert main(["analyze", str(tmp_path), "--format", "json", "--strict", "-o", str(dir_out)]) == 0
@@ -166,7 +167,7 @@ def test_analysis_error_is_a_warning_never_raised(
     assert result.error == "RuntimeError: analysis exploded" and result.json_path is None
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "analysis exploded" in warnings[0].getMessage()
-    assert not (tmp_path / "badput").exists()
+    assert not list(tmp_path.glob("*.badput.json"))
 
 
 def test_unreadable_trace_is_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

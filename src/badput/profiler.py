@@ -4,10 +4,10 @@ A drop-in for `torch.profiler.tensorboard_trace_handler`: the trace file gets th
 the same folder (`{worker_name}.{time_ns}.pt.trace.json`, `.gz` with `use_gzip`), and then
 badput analyses it exactly as `badput analyze` does (`badput.scale.work.analyze_path`, the
 same rules and the same `badput.analysis/1` JSON document). It logs one line per GPU, goodput
-and the top finding, to the `badput` logger, and writes the JSON document into `report_dir`
-(default: a `badput/` folder beside the trace, so that `badput analyze <dir>` and the
-TensorBoard plugin, which take every `*.json` or `*.pt.trace.json` file of a folder as a trace,
-never mistake a report for a trace).
+and the top finding, to the `badput` logger, and writes the JSON document next to the trace
+(`{worker_name}.{time_ns}.badput.json`; `report_dir` puts it elsewhere). Neither `badput
+analyze <dir>` (which skips `*.badput.json`) nor the TensorBoard plugin (which reads
+`*.pt.trace.json`) takes a report for a trace.
 
 The analysis never reaches into the training loop: it runs in one background thread by
 default (the profiler's own export is what the loop waits for), and any error in it is logged
@@ -80,11 +80,7 @@ class TraceHandler:
         self.use_gzip = use_gzip
         self.use_python_export = use_python_export
         self.background = background
-        self.report_dir = (
-            os.fspath(report_dir)
-            if report_dir is not None
-            else os.path.join(self.dir_name, "badput")
-        )
+        self.report_dir = os.fspath(report_dir) if report_dir is not None else self.dir_name
         self.window = window
         self.top = top
         self.results: list[TraceResult] = []
@@ -243,8 +239,8 @@ def on_trace_ready(
         use_python_export: passed to `export_chrome_trace`, as in torch.
         background: analyse in one background thread (True, the default) or in the
             profiler's call, before training continues (False).
-        report_dir: folder of the JSON reports (default `dir_name/badput`); each is named
-            after its trace: `{worker_name}.{time_ns}.badput.json`.
+        report_dir: folder of the JSON reports (default `dir_name`, next to the traces); each
+            is named after its trace: `{worker_name}.{time_ns}.badput.json`.
         window: the analysis window, as `badput analyze --window` takes it.
         top: kernels listed per GPU in the JSON report (0 lists all).
 

@@ -17,16 +17,21 @@ from badput.trace.kineto import read_kineto
 from badput.trace.model import Trace
 from badput.trace.nsys import NSYS_REPORT_SUFFIXES, is_sqlite, read_nsys
 
-__all__ = ["TRACE_SUFFIXES", "find_traces", "load_trace"]
+__all__ = ["REPORT_SUFFIX", "TRACE_SUFFIXES", "find_traces", "load_trace"]
 
 #: File names taken as traces when a directory is given.
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
+#: badput's own JSON reports (`badput.profiler.on_trace_ready` writes them beside the traces):
+#: never taken as traces when a directory is given.
+REPORT_SUFFIX = ".badput.json"
 # Names that promise an SQLite export: read as one even without the header, to say what is off.
 _SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 
 
 def find_traces(path: str) -> list[str]:
     """The trace files a path names: the file itself, or every trace file in a directory.
+
+    In a directory, badput's own reports (`*.badput.json`) are not traces.
 
     Raises:
         TraceFormatError: the path does not exist, or a directory holds no trace file.
@@ -35,7 +40,9 @@ def find_traces(path: str) -> list[str]:
         found = sorted(
             os.path.join(path, name)
             for name in os.listdir(path)
-            if name.endswith(TRACE_SUFFIXES) and os.path.isfile(os.path.join(path, name))
+            if name.endswith(TRACE_SUFFIXES)
+            and not name.endswith(REPORT_SUFFIX)
+            and os.path.isfile(os.path.join(path, name))
         )
         if not found:
             if any(name.endswith(NSYS_REPORT_SUFFIXES) for name in os.listdir(path)):
