@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -68,3 +69,30 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _nvidia_gpu_present() -> bool:
+    return Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi") is not None
+
+
+@pytest.fixture(scope="session", name="torch")
+def _torch_with_cuda() -> Any:
+    """torch with a usable CUDA device, for tests marked `gpu`.
+
+    Skips without an NVIDIA GPU; fails with one but no CUDA build of torch, so that a GPU
+    machine cannot pass `make gpu-check` by skipping.
+    """
+    try:
+        import torch
+    except ImportError:
+        if _nvidia_gpu_present():
+            pytest.fail("an NVIDIA GPU is present but torch is not installed")
+        pytest.skip("torch is not installed")
+    if not torch.cuda.is_available():
+        if _nvidia_gpu_present():
+            pytest.fail(
+                f"an NVIDIA GPU is present but torch.cuda is not available (torch "
+                f"{torch.__version__}, built for CUDA {torch.version.cuda})"
+            )
+        pytest.skip("no CUDA device")
+    return torch

@@ -14,7 +14,6 @@ runs ahead of the GPU.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 import warnings
 from collections.abc import Iterator
@@ -34,29 +33,6 @@ WIDTH = 1024
 HIDDEN = 4096
 # Model FLOPs of one step: 2 per multiply-add forward, 4 backward, over the two linear layers.
 FLOPS_PER_STEP = 6.0 * BATCH * (WIDTH * HIDDEN + HIDDEN * WIDTH)
-
-
-def _nvidia_gpu_present() -> bool:
-    return Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi") is not None
-
-
-@pytest.fixture(scope="module", name="torch")
-def _torch_with_cuda() -> Any:
-    """torch with a usable CUDA device; skip without an NVIDIA GPU, fail with one."""
-    try:
-        import torch
-    except ImportError:
-        if _nvidia_gpu_present():
-            pytest.fail("an NVIDIA GPU is present but torch is not installed")
-        pytest.skip("torch is not installed")
-    if not torch.cuda.is_available():
-        if _nvidia_gpu_present():
-            pytest.fail(
-                f"an NVIDIA GPU is present but torch.cuda is not available (torch "
-                f"{torch.__version__}, built for CUDA {torch.version.cuda})"
-            )
-        pytest.skip("no CUDA device")
-    return torch
 
 
 @contextmanager
