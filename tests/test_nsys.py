@@ -275,6 +275,72 @@ def test_older_schema_fields(tmp_path: Path) -> None:
     assert np.array_equal(new.ts_ns[new.kind != EventKind.OTHER], old.ts_ns)
 
 
+def _second_process(path: Path, shift_ns: int, pid: int = 4343, device: int = 1) -> None:
+    """Append every row of process 4242 again as process `pid` on `device`, `shift_ns` later."""
+    conn = sqlite3.connect(path)
+    shift = (pid - 4242) << 24
+    tables = {
+        "CUPTI_ACTIVITY_KIND_KERNEL": "globalPid",
+        "CUPTI_ACTIVITY_KIND_MEMCPY": "globalPid",
+        "CUPTI_ACTIVITY_KIND_MEMSET": "globalPid",
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "globalPid",
+        "CUPTI_ACTIVITY_KIND_RUNTIME": "globalTid",
+        "NVTX_EVENTS": "globalTid",
+        "OSRT_API": "globalTid",
+    }
+    for table, pid_col in tables.items():
+        cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        select = ", ".join(
+            f"{c} + {shift}" if c == pid_col else
+            f"{c} + {shift_ns}" if c in ("start", "end") else
+            str(device) if c == "deviceId" else c
+            for c in cols
+        )  # fmt: skip
+        conn.execute(f"INSERT INTO {table} SELECT {select} FROM {table}")
+    conn.commit()
+    conn.close()
+
+
+def test_one_rank_per_gpu_process(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`nsys profile torchrun ...` puts every rank in one export: each process is a rank.
+
+    The second process runs the same steps 0.5 ms later on GPU 1. Read whole, its steps and
+    host activity would mix with the first's; split, each rank's analysis equals that of a
+    single-process export of the same timeline.
+    """
+    single = write_nsys(standard_timeline(), tmp_path / "single.sqlite")
+    expected = _comparable(analyze_json(capsys, single))
+    path = write_nsys(standard_timeline(), tmp_path / "job.sqlite")
+    _second_process(path, shift_ns=500_000)
+    assert find_traces(str(path)) == [f"{path}#pid=4242", f"{path}#pid=4343"]
+    assert find_traces(str(tmp_path)) == [
+        f"{path}#pid=4242",
+        f"{path}#pid=4343",
+        str(single),
+    ]
+    doc = analyze_json(capsys, path)
+    assert [(d["trace"], d["rank"], d["world_size"], d["device"]) for d in doc["devices"]] == [
+        (f"{path}#pid=4242", 0, 2, 0),
+        (f"{path}#pid=4343", 1, 2, 1),
+    ]
+    for dev in doc["devices"]:  # findings are compared per GPU below, not job-wide
+        got = _comparable({**doc, "devices": [dev]})
+        skip = ("findings", "gpu")  # the copied rows have no TARGET_INFO_GPU row for GPU 1
+        assert {k: v for k, v in got.items() if k not in skip} == {
+            k: v for k, v in expected.items() if k not in skip
+        }
+        assert sorted(f["id"] for f in dev["findings"]) == expected["findings"]
+    assert [r["rank"] for r in doc["ranks"]["per_rank"]] == [0, 1]
+    warnings = [w for t in doc["traces"] for w in t["warnings"]]
+    assert any("analysed as rank 1" in w for w in warnings)
+    # One process alone, named by its path, reads only its own rows.
+    t = load_trace(f"{path}#pid=4343")
+    assert set(t.pid.tolist()) == {4343} and (t.rank, t.world_size) == (1, 2)
+    assert t.devices() == [1]
+    with pytest.raises(TraceFormatError, match="no GPU activity of process 999"):
+        load_trace(f"{path}#pid=999")
+
+
 def test_processes_with_the_same_correlation_ids(tmp_path: Path) -> None:
     """Two processes in one export reuse correlation ids; each launch links to its own work."""
     path = write_nsys(standard_timeline(steps=1), tmp_path / "two.sqlite")

@@ -15,7 +15,14 @@ from badput.errors import TraceFormatError
 from badput.trace._step_ranges import mark_step_ranges
 from badput.trace.kineto import read_kineto
 from badput.trace.model import Trace
-from badput.trace.nsys import NSYS_REPORT_SUFFIXES, is_sqlite, read_nsys
+from badput.trace.nsys import (
+    NSYS_REPORT_SUFFIXES,
+    gpu_processes,
+    is_sqlite,
+    process_path,
+    read_nsys,
+    split_process_path,
+)
 
 __all__ = ["REPORT_SUFFIX", "TRACE_SUFFIXES", "find_traces", "load_trace"]
 
@@ -29,9 +36,11 @@ _SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 
 
 def find_traces(path: str) -> list[str]:
-    """The trace files a path names: the file itself, or every trace file in a directory.
+    """The traces a path names: the file itself, or every trace file in a directory.
 
-    In a directory, badput's own reports (`*.badput.json`) are not traces.
+    In a directory, badput's own reports (`*.badput.json`) are not traces. An Nsight Systems
+    export of several processes with GPU activity is one trace per process
+    (`report.sqlite#pid=4242`, see `badput.trace.nsys.read_nsys`).
 
     Raises:
         TraceFormatError: the path does not exist, or a directory holds no trace file.
@@ -50,10 +59,27 @@ def find_traces(path: str) -> list[str]:
             raise TraceFormatError(
                 path, "directory holds no trace files (*.json, *.json.gz, *.sqlite)"
             )
-        return found
+        return [p for f in found for p in _processes(f)]
     if not os.path.exists(path):
+        file, pid = split_process_path(path)
+        if pid is not None and os.path.exists(file):
+            return [path]
         raise TraceFormatError(path, "no such file or directory")
-    return [path]
+    return _processes(path)
+
+
+def _processes(path: str) -> list[str]:
+    """An nsys export with several GPU processes as one path per process; else the path.
+
+    A file that cannot be listed is left whole: reading it says what is wrong.
+    """
+    if not is_sqlite(path):
+        return [path]
+    try:
+        pids = gpu_processes(path)
+    except TraceFormatError:
+        return [path]
+    return [process_path(path, p) for p in pids] if len(pids) > 1 else [path]
 
 
 def _export_hint(what: str) -> str:
@@ -73,7 +99,7 @@ def load_trace(
     """Read one trace file: PyTorch profiler JSON (plain or gzipped) or an nsys SQLite export.
 
     Args:
-        path: the file.
+        path: the file, or one process of an nsys export (`report.sqlite#pid=4242`).
         progress: called with bytes read so far.
         step_range: name of the host ranges (NVTX ranges, `record_function` annotations) that
             delimit steps; they are analysed as `ProfilerStep#N`. Without it, an Nsight Systems
@@ -85,7 +111,8 @@ def load_trace(
     """
     if path.endswith(NSYS_REPORT_SUFFIXES) and not is_sqlite(path):
         raise TraceFormatError(path, _export_hint("an Nsight Systems report file"))
-    if is_sqlite(path) or path.endswith(_SQLITE_SUFFIXES):
+    _, pid = split_process_path(path)
+    if pid is not None or is_sqlite(path) or path.endswith(_SQLITE_SUFFIXES):
         trace = read_nsys(path, progress=progress)
         return mark_step_ranges(trace, step_range, auto=True, what="NVTX ranges")
     trace = read_kineto(path, progress=progress)

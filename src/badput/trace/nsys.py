@@ -43,7 +43,16 @@ from badput.trace import _nsys_schema as schema
 from badput.trace._nsys_schema import MissingColumnError, ResolvedTable
 from badput.trace.model import NO_ID, EventKind, FlowPhase, Trace
 
-__all__ = ["NSYS_REPORT_SUFFIXES", "SQLITE_MAGIC", "is_sqlite", "read_nsys"]
+__all__ = [
+    "NSYS_REPORT_SUFFIXES",
+    "PROCESS_MARK",
+    "SQLITE_MAGIC",
+    "gpu_processes",
+    "is_sqlite",
+    "process_path",
+    "read_nsys",
+    "split_process_path",
+]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -52,6 +61,9 @@ I32 = npt.NDArray[np.int32]
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Nsight Systems report files, which must be exported to SQLite first.
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")
+
+#: Marks one process of a multi-process export in a path: `report.sqlite#pid=4242`.
+PROCESS_MARK = "#pid="
 
 _CHUNK_ROWS = 1 << 18
 # NVTX event types (ENUM_NSYS_EVENT_TYPE) that are ranges; used when the enum table is absent.
@@ -505,11 +517,71 @@ def _check_export(path: str, tables: set[str]) -> None:
         )
 
 
+def process_path(path: str, pid: int) -> str:
+    """The path that names one process of an export: `report.sqlite#pid=4242`."""
+    return f"{path}{PROCESS_MARK}{pid}"
+
+
+def split_process_path(path: str) -> tuple[str, int | None]:
+    """(file, pid) of a `process_path`; (path, None) for a plain path."""
+    file, mark, pid = path.rpartition(PROCESS_MARK)
+    if mark and pid.isdigit() and not os.path.exists(path):
+        return file, int(pid)
+    return path, None
+
+
+def gpu_processes(path: str) -> list[int]:
+    """The processes with GPU activity (kernels, memcpys, memsets) in an export, by GPU order.
+
+    Sorted by the lowest CUDA device each process used, then pid: for a job launched one
+    process per GPU (torchrun, mpirun) that is the order of local ranks.
+
+    Raises:
+        TraceFormatError: the file is not an nsys export with CUDA tables.
+    """
+    if not os.path.exists(path):
+        raise TraceFormatError(path, "no such file")
+    if not is_sqlite(path):
+        raise TraceFormatError(path, "not an SQLite database (no SQLite header)")
+    first_device: dict[int, int] = {}
+    with _connect(path) as conn:
+        tables = {
+            str(n) for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        _check_export(path, tables)
+        for key in ("kernel", "memcpy", "memset"):
+            try:
+                table = schema.resolve_table(conn, tables, schema.GPU_TABLES[key])
+            except MissingColumnError as e:
+                raise TraceFormatError(path, f"unknown Nsight Systems export schema: {e}") from None
+            if table is None:
+                continue
+            packed = "global_pid" in table.present
+            column = table.sql["global_pid" if packed else "process"]
+            rows = conn.execute(
+                f'SELECT {column}, MIN({table.sql["device"]}) FROM "{table.table}" '
+                f"GROUP BY {column}"
+            )
+            for raw, device in rows:
+                if raw is None:
+                    continue
+                pid = (int(raw) >> 24) & 0xFFFFFF if packed else int(raw)
+                if pid >= 0:
+                    low = int(device) if device is not None else 1 << 30
+                    first_device[pid] = min(first_device.get(pid, low), low)
+    return sorted(first_device, key=lambda p: (first_device[p], p))
+
+
 def read_nsys(path: str, progress: Callable[[int], None] | None = None) -> Trace:
     """Read one Nsight Systems SQLite export into a columnar Trace.
 
+    An export of several processes with GPU activity (one `nsys profile` around a
+    `torchrun` job, say) holds one rank per process: `badput.trace.find_traces` lists each as
+    `process_path(file, pid)`, and such a path reads only that process's rows, as rank i of
+    the n processes in `gpu_processes` order (a warning says the rank was inferred).
+
     Args:
-        path: the `.sqlite` file written by `nsys export --type sqlite`.
+        path: the `.sqlite` file written by `nsys export --type sqlite`, or a `process_path`.
         progress: called with the file size once it has been read.
 
     Returns:
@@ -524,10 +596,15 @@ def read_nsys(path: str, progress: Callable[[int], None] | None = None) -> Trace
         >>> trace.devices()  # doctest: +SKIP
         [0]
     """
+    label = path
+    path, pid = split_process_path(path)
     if not os.path.exists(path):
         raise TraceFormatError(path, "no such file")
     if not os.path.isdir(path) and not is_sqlite(path):
         raise TraceFormatError(path, "not an SQLite database (no SQLite header)")
+    processes = gpu_processes(path) if pid is not None else []
+    if pid is not None and pid not in processes:
+        raise TraceFormatError(label, f"the export has no GPU activity of process {pid}")
     with _connect(path) as conn:
         tables = {
             str(n) for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -544,9 +621,15 @@ def read_nsys(path: str, progress: Callable[[int], None] | None = None) -> Trace
         base_time_ns = reader.base_time_ns()
         versions = reader.versions()
         rank, world_size = reader.rank()
+    if pid is not None:
+        rank, world_size = processes.index(pid), len(processes)
+        reader.warnings.append(
+            f"process {pid} of {world_size} with GPU activity in the export, analysed as rank "
+            f"{rank} (ranks follow the processes' lowest CUDA device)"
+        )
     if progress is not None:
         progress(os.path.getsize(path))
-    return _build(path, reader, gpu_names, base_time_ns, versions, rank, world_size)
+    return _build(label, reader, gpu_names, base_time_ns, versions, rank, world_size, pid)
 
 
 def _build(
@@ -557,6 +640,7 @@ def _build(
     versions: dict[str, str],
     rank: int | None,
     world_size: int | None,
+    pid: int | None = None,
 ) -> Trace:
     keys = ("kind", "ts_ns", "dur_ns", "name_id", "pid", "tid", "device", "stream",
             "correlation", "bytes")  # fmt: skip
@@ -566,6 +650,9 @@ def _build(
         parts = [p[key] for p in reader.parts]
         dtype = dtypes.get(key, np.int64)
         cols[key] = np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+    if pid is not None:  # one process of a multi-process export: its rows only
+        mine = cols["pid"] == pid
+        cols = {k: v[mine] for k, v in cols.items()}
     warnings = reader.warnings
     negative = cols["dur_ns"] < 0
     if negative.any():
@@ -577,9 +664,9 @@ def _build(
     correlated = np.isin(kind, [int(k) for k in _CORRELATED])
     gpu = np.isin(kind, [int(EventKind.KERNEL), int(EventKind.MEMCPY), int(EventKind.MEMSET)])
     if np.unique(cols["pid"][gpu]).shape[0] > 1:
-        corr, pid = cols["correlation"], cols["pid"]
+        corr, pids = cols["correlation"], cols["pid"]
         cols["correlation"] = np.where(
-            correlated & (corr >= 0) & (pid >= 0), (pid << 32) | corr, corr
+            correlated & (corr >= 0) & (pids >= 0), (pids << 32) | corr, corr
         )
     order = np.argsort(cols["ts_ns"], kind="stable")
     cols = {k: v[order] for k, v in cols.items()}
