@@ -242,7 +242,11 @@ def _records(path: str, text: str, counts: list[int]) -> Iterator[_Record]:
         if quotes % 2 == 0:  # every quote closed: the record is complete
             joined = "\n".join(pending)
             pending = []
-            yield _Record(start, next(csv.reader([joined], strict=False)))
+            try:
+                fields = next(csv.reader([joined], strict=False))
+            except csv.Error as e:
+                raise TraceFormatError(path, f"line {start}: not a CSV row ({e})") from None
+            yield _Record(start, fields)
     if pending:
         raise TraceFormatError(
             path, f"truncated: the file ends inside a quoted field of the row at line {start}"

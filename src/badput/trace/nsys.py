@@ -107,6 +107,11 @@ def _connect(path: str) -> Iterator[sqlite3.Connection]:
         yield conn
     except sqlite3.DatabaseError as e:
         raise TraceFormatError(path, f"not a readable SQLite database ({e})") from None
+    except (sqlite3.Error, UnicodeDecodeError, OverflowError) as e:
+        # A damaged page can hold text that is not UTF-8 or numbers of the wrong type.
+        raise TraceFormatError(
+            path, f"damaged export: {type(e).__name__} while reading its tables"
+        ) from None
     finally:
         conn.close()
 
