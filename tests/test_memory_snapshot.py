@@ -23,6 +23,7 @@ from badput.cli.app import main
 from badput.diagnose.memory import FULL_RECOMPUTE_KEPT, ModelSize, diagnose_memory
 from badput.errors import TraceFormatError
 from badput.trace.snapshot import load_snapshot, site_of, stack_kind
+from test_html_browser import _browse, chromium  # noqa: F401  (a fixture, used by name)
 
 MiB = 1 << 20
 A = 0x7F0000000000  # a 20 MiB large segment, there before the history starts
@@ -586,3 +587,64 @@ def test_large_history(tmp_path: Path) -> None:
     (d,) = a.devices
     assert d.entries == 2 * n and d.peak_allocated_bytes == MiB and d.allocs == n
     # its speed is measured by benchmarks/bench_memory.py, against PyTorch's own tools
+
+
+# ---- the replayed timeline and the HTML page --------------------------------------------------
+
+
+def test_timeline_follows_the_replay(tmp_path: Path) -> None:
+    """The drawn curve has the replay's peaks and the totals after each entry (by hand)."""
+    (d,) = analyze_snapshot(load_snapshot(str(_write(tmp_path, known_snapshot())))).devices
+    m = d.timeline
+    assert m is not None and m.events == 9
+    assert (m.peak_allocated_bytes, m.peak_reserved_bytes) == (
+        d.peak_allocated_bytes,
+        d.peak_reserved_bytes,
+    )
+    assert m.peak_allocated_ts_ns == 121_000  # entry 2, at 121 us
+    # after each entry: 14, 14, 15, 15, 13, 15, 15, 13, 5 MiB allocated; 20 then 22 reserved
+    assert (m.allocated_bytes // MiB).tolist() == [14, 14, 15, 15, 13, 15, 15, 13, 5]
+    assert (m.reserved_bytes // MiB).tolist() == [20] + [22] * 8
+    assert m.ts_ns.tolist() == [t * 1000 for t in (110, 120, 121, 200, 201, 210, 215, 216, 300)]
+
+
+def test_timeline_without_times_counts_entries(tmp_path: Path) -> None:
+    snap = known_snapshot()
+    for entry in snap["device_traces"][0]:
+        del entry["time_us"]
+    (d,) = analyze_snapshot(load_snapshot(str(_write(tmp_path, snap)))).devices
+    assert d.timeline is not None and d.timeline.ts_ns.tolist() == list(range(9))
+    assert d.timeline.peak_allocated_bytes == 15 * MiB
+
+
+def test_html_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = known_snapshot()
+    evil = fr("<script>alert(1)</script>.py", 7, "f&g")
+    snap["device_traces"][0][0]["frames"] = [evil]
+    page = tmp_path / "memory.html"
+    assert main(["memory", str(_write(tmp_path, snap)), "--html", str(page)]) == 0
+    capsys.readouterr()
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "<script" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;.py:7:f&amp;g" in text
+    assert text.count('class="memory-allocated"') == 1
+    assert "peak allocated <b>15.00 MiB</b>" in text
+    assert "memory-fragmentation" in text and "expandable_segments:True" in text
+    without = tmp_path / "without.html"
+    path = _write(tmp_path, known_snapshot(with_trace=False), "no_history.pickle")
+    assert main(["memory", str(path), "--html", str(without)]) == 0
+    assert "No allocator history" in without.read_text(encoding="utf-8")
+    assert main(["memory", str(path), "--html", str(tmp_path / "no" / "dir.html")]) == 2
+
+
+def test_html_page_in_browser(
+    chromium: str,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    page = tmp_path / "memory.html"
+    assert main(["memory", str(_write(tmp_path, known_snapshot())), "--html", str(page)]) == 0
+    capsys.readouterr()
+    dom = _browse(chromium, page, tmp_path, "--dump-dom")
+    for cls in ("memory-allocated", "memory-reserved", "memory-plot"):
+        assert len(re.findall(rf'class="[^"]*\b{cls}\b', dom)) == 1

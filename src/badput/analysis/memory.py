@@ -156,6 +156,9 @@ class DeviceMemory:
         short_lived: the largest allocations freed within `SHORT_ENTRIES` entries.
         expandable: whether the segments are expandable (`expandable_segments:True`).
         warnings: inconsistencies met while replaying.
+        timeline: allocated and reserved bytes after every history entry, kept for drawing
+            (`ts_ns` is the entry's time, or its index when the history has no times); None
+            without a history.
     """
 
     device: int
@@ -180,6 +183,7 @@ class DeviceMemory:
     short_lived: list[ShortLived]
     expandable: bool
     warnings: list[str] = field(default_factory=list)
+    timeline: MemoryTimeline | None = None
 
     @property
     def fragmentation_at_peak_reserved_bytes(self) -> int:
@@ -453,7 +457,23 @@ def _replay(
         short_lived=short_lived,
         expandable=expandable,
         warnings=warnings,
+        timeline=_curve(trace, initial_allocated, initial_reserved),
     )
+
+
+def _curve(trace: DeviceTrace, allocated0: int, reserved0: int) -> MemoryTimeline | None:
+    """The replayed totals after each entry as a timeline (the same sums as `_replay`)."""
+    act, size = trace.action, trace.size
+    if len(act) == 0:
+        return None
+    grow = np.isin(act, [_SEG_ALLOC, _SEG_MAP])
+    shrink = np.isin(act, [_SEG_FREE, _SEG_UNMAP])
+    da = np.where(act == _ALLOC, size, np.where(act == _FREE, -size, 0))
+    dr = np.where(grow, size, np.where(shrink, -size, 0))
+    alloc = allocated0 + np.cumsum(da, dtype=np.int64)
+    res = reserved0 + np.cumsum(dr, dtype=np.int64)
+    ts = trace.time_us * 1000 if trace.has_times else np.arange(len(act), dtype=np.int64)
+    return _timeline(trace.device, ts, alloc, res, MAX_POINTS)
 
 
 def _steps(snapshot: Snapshot, trace: DeviceTrace) -> list[StepChurn] | None:
@@ -560,27 +580,35 @@ def memory_timelines(trace: Trace, max_points: int = MAX_POINTS) -> list[MemoryT
     for dev in np.unique(trace.device[rows]).tolist():
         r = rows[trace.device[rows] == dev]
         r = r[np.argsort(trace.ts_ns[r], kind="stable")]
-        ts = trace.ts_ns[r]
-        alloc = trace.total_allocated[r]
-        res = trace.total_reserved[r]
-        ia, ir = int(np.argmax(alloc)), int(np.argmax(res))
-        keep = _decimate(ts, alloc, res, max_points) if len(r) > max_points else np.arange(len(r))
         out.append(
-            MemoryTimeline(
-                device=int(dev),
-                events=len(r),
-                ts_ns=ts[keep],
-                allocated_bytes=alloc[keep],
-                reserved_bytes=res[keep],
-                peak_allocated_bytes=int(alloc[ia]),
-                peak_allocated_ts_ns=int(ts[ia]),
-                peak_reserved_bytes=int(res[ir]),
-                peak_reserved_ts_ns=int(ts[ir]),
-                start_ns=int(ts[0]),
-                end_ns=int(ts[-1]),
+            _timeline(
+                int(dev),
+                trace.ts_ns[r],
+                trace.total_allocated[r],
+                trace.total_reserved[r],
+                max_points,
             )
         )
     return out
+
+
+def _timeline(device: int, ts: I64, alloc: I64, res: I64, max_points: int) -> MemoryTimeline:
+    """A timeline of totals in time order: peaks over every point, a decimated copy to draw."""
+    ia, ir = int(np.argmax(alloc)), int(np.argmax(res))
+    keep = _decimate(ts, alloc, res, max_points) if len(ts) > max_points else np.arange(len(ts))
+    return MemoryTimeline(
+        device=device,
+        events=len(ts),
+        ts_ns=ts[keep],
+        allocated_bytes=alloc[keep],
+        reserved_bytes=res[keep],
+        peak_allocated_bytes=int(alloc[ia]),
+        peak_allocated_ts_ns=int(ts[ia]),
+        peak_reserved_bytes=int(res[ir]),
+        peak_reserved_ts_ns=int(ts[ir]),
+        start_ns=int(ts[0]),
+        end_ns=int(ts[-1]),
+    )
 
 
 def _decimate(ts: I64, alloc: I64, res: I64, max_points: int) -> npt.NDArray[np.intp]:

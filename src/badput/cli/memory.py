@@ -22,6 +22,10 @@ def memory(
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="Write the report to this file.")
     ] = None,
+    html_out: Annotated[
+        str | None,
+        typer.Option("--html", help="Also write the report, with the memory plot, as HTML."),
+    ] = None,
     device: Annotated[
         int | None, typer.Option("--device", help="Only this CUDA device (default: all).")
     ] = None,
@@ -46,6 +50,7 @@ def memory(
 
     Example:
         badput memory snapshot.pickle --format json --params 1.3e9 --gpus 8
+        badput memory snapshot.pickle --html memory.html
     """
     from badput.analysis.memory import analyze_snapshot
     from badput.cli.estimate import parse_quantity
@@ -72,6 +77,14 @@ def memory(
         raise UsageError(f"--device {device}: the snapshot has devices {snap.devices()}")
     analysis = analyze_snapshot(snap, device)
     diagnosis = diagnose_memory(analysis, model, gpus)
+    if html_out is not None:
+        from badput.report.memory_report import render_memory_html
+
+        try:
+            with open(html_out, "w", encoding="utf-8") as page:
+                page.write(render_memory_html(analysis, diagnosis))
+        except OSError as e:
+            raise UsageError(f"--html {html_out}: {e.strerror}") from None
     if output_format is Format.JSON:
         json_out(out, encode_memory(memory_document(analysis, diagnosis)))
         return

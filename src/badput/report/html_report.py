@@ -26,8 +26,9 @@ from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
 from badput.analysis.segments import SEGMENT_KINDS, StepSegments
 from badput.diagnose import Finding, JobResult
 from badput.report.json_report import memory_of
+from badput.report.units import format_bytes
 
-__all__ = ["PARTS", "render_diff_html", "render_html"]
+__all__ = ["PAGE_CSS", "PARTS", "html_table", "memory_plot", "render_diff_html", "render_html"]
 
 # Above this many GPUs the per-GPU sections are left out (as in the text report).
 _MAX_DEVICE_SECTIONS = 8
@@ -48,7 +49,7 @@ PARTS: tuple[tuple[str, str, str], ...] = (
 )
 _LABELS = {key: label for key, label, _ in PARTS}
 
-_CSS = """
+PAGE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;
 max-width:1200px}
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px}
@@ -167,7 +168,7 @@ def _timeline(d: DeviceAnalysis) -> str:
     )
 
 
-def _table(head: Iterable[str], rows: Iterable[Iterable[str]], name_col: bool = False) -> str:
+def html_table(head: Iterable[str], rows: Iterable[Iterable[str]], name_col: bool = False) -> str:
     """A table; cells are already HTML. `name_col` sets the first column in monospace."""
     th = "".join(f"<th>{h}</th>" for h in head)
     trs = []
@@ -246,8 +247,20 @@ def _step_pieces(seg: StepSegments) -> str:
 _ALLOCATED_COLOUR, _RESERVED_COLOUR = "#2f6fb0", "#e67e22"
 
 
-def _memory_plot(m: MemoryTimeline) -> str:
-    """Allocated and reserved bytes over time, from the trace's `[memory]` events."""
+def memory_plot(m: MemoryTimeline, caption: str | None = None, entries: bool = False) -> str:
+    """Allocated and reserved bytes over time as an SVG step plot, peaks in the legend.
+
+    Args:
+        m: the timeline.
+        caption: the line under the heading (HTML); by default, that the totals come from the
+            trace's `[memory]` events.
+        entries: the x axis counts entries (`ts_ns` holds indexes), not time.
+    """
+    if caption is None:
+        caption = (
+            f"The caching allocator's totals after each of {m.events:,} <code>[memory]</code> "
+            "events of the trace."
+        )
     width, height, left, bottom = 1070, 160, 70, 16
     span = max(m.end_ns - m.start_ns, 1)
     top_bytes = max(m.peak_reserved_bytes, m.peak_allocated_bytes, 1)
@@ -266,33 +279,32 @@ def _memory_plot(m: MemoryTimeline) -> str:
             y_prev = y
         return " ".join(out)
 
-    gib = 2**30
     curves = (
         ("reserved", m.reserved_bytes.tolist(), _RESERVED_COLOUR, m.peak_reserved_bytes),
         ("allocated", m.allocated_bytes.tolist(), _ALLOCATED_COLOUR, m.peak_allocated_bytes),
     )
     lines = "".join(
         f'<polyline class="memory-{name}" fill="none" stroke="{colour}" stroke-width="1.2" '
-        f'points="{points(values)}"><title>{name}: peak {peak / gib:,.2f} GiB</title></polyline>'
+        f'points="{points(values)}"><title>{name}: peak {format_bytes(peak)}</title></polyline>'
         for name, values, colour, peak in curves
     )
     legend = "".join(
-        f'<span><i style="background:{colour}"></i>{name} (peak {peak / gib:,.2f} GiB)</span>'
+        f'<span><i style="background:{colour}"></i>{name} (peak {format_bytes(peak)})</span>'
         for name, _, colour, peak in curves
     )
     axis = (
         f'<line x1="{left}" x2="{left}" y1="8" y2="{8 + plot_h}" stroke="#999"/>'
         f'<line x1="{left}" x2="{width - 10}" y1="{8 + plot_h}" y2="{8 + plot_h}" stroke="#999"/>'
         f'<text x="{left - 4}" y="14" font-size="10" text-anchor="end">'
-        f"{top_bytes / gib:,.2f} GiB</text>"
+        f"{format_bytes(top_bytes)}</text>"
         f'<text x="{left - 4}" y="{8 + plot_h}" font-size="10" text-anchor="end">0</text>'
-        f'<text x="{left}" y="{height - 2}" font-size="10">0 ms</text>'
+        f'<text x="{left}" y="{height - 2}" font-size="10">'
+        f"{'entry 0' if entries else '0 ms'}</text>"
         f'<text x="{width - 10}" y="{height - 2}" font-size="10" text-anchor="end">'
-        f"{_ms(span)} ms</text>"
+        f"{f'entry {m.end_ns:,}' if entries else f'{_ms(span)} ms'}</text>"
     )
     return (
-        f"<h3>Memory</h3><p><small>The caching allocator's totals after each of "
-        f"{m.events:,} <code>[memory]</code> events of the trace.</small></p>"
+        f"<h3>Memory</h3><p><small>{caption}</small></p>"
         f'<svg class="plot memory-plot" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="memory over time">'
         f'{axis}{lines}</svg><div class="legend">{legend}</div>'
@@ -338,14 +350,14 @@ def _device(
             out += [_step_pieces(seg) for seg in segments]
     out.append(_legend())
     if memory is not None:
-        out.append(_memory_plot(memory))
+        out.append(memory_plot(memory))
     out.append("<h3>What to fix first</h3>")
     out.append(_findings(findings))
     if d.kernels and top != 0:
         out.append("<h3>Top GPU operations</h3>")
         kernels = d.kernels[:top] if top > 0 else d.kernels
         out.append(
-            _table(
+            html_table(
                 ("name", "category", "count", "total ms", "mean us"),
                 (
                     (
@@ -386,7 +398,7 @@ def _collectives(summaries: Sequence[RankSummary]) -> str:
             )
     if not rows:
         return ""
-    return "<h2>Communication</h2>" + _table(
+    return "<h2>Communication</h2>" + html_table(
         ("collective", "rank", "kernels", "total ms", "exposed ms", "busbw GB/s"), rows
     )
 
@@ -477,7 +489,7 @@ def _environment(job: JobResult) -> str:
             )
         )
     head = ("trace", "rank", "world size", "GPU", "CUDA runtime", "CUDA driver", "events")
-    table = _table(head, rows[:_MAX_RANKS])
+    table = html_table(head, rows[:_MAX_RANKS])
     return f"<h2>Environment</h2><p>badput {_e(__version__)}</p>{table}"
 
 
@@ -504,7 +516,7 @@ def render_html(job: JobResult, top: int = 10) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>badput report</title><style>{_CSS}</style></head><body>",
+        f"<title>badput report</title><style>{PAGE_CSS}</style></head><body>",
         "<h1>badput report</h1>",
         _cards(job),
     ]
@@ -553,7 +565,7 @@ def _diff_device(d: DeviceDiff, top: int) -> str:
         f"{d.device_before} → {_e(os.path.basename(d.trace_after))} GPU {d.device_after}</h2>",
         f'<p>goodput <b class="goodput">{gp}</b> · steps {d.steps_before} → {d.steps_after} · '
         f"GPU operations per {_e(d.per)} {d.launches_before:,.0f} → {d.launches_after:,.0f}</p>",
-        _table((f"ms per {_e(d.per)}", "before", "after", "change"), rows),
+        html_table((f"ms per {_e(d.per)}", "before", "after", "change"), rows),
     ]
     for title, items in (
         ("slower", d.slower),
@@ -566,7 +578,7 @@ def _diff_device(d: DeviceDiff, top: int) -> str:
         if not shown:
             out.append("<p>none</p>")
             continue
-        table = _table(
+        table = html_table(
             ("name", "category", "count", f"ms per {_e(d.per)}", "mean us"),
             (
                 (
@@ -600,7 +612,7 @@ def render_diff_html(diff: TraceDiff, top: int = 10) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>badput diff</title><style>{_CSS}</style></head><body>",
+        f"<title>badput diff</title><style>{PAGE_CSS}</style></head><body>",
         "<h1>badput diff</h1>",
     ]
     parts += [f'<p class="note">note: {_e(w)}</p>' for w in diff.warnings]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import os
 from typing import Any
 
 import msgspec
@@ -12,19 +14,19 @@ from rich.text import Text
 from badput import __version__
 from badput.analysis.memory import DeviceMemory, SnapshotAnalysis
 from badput.diagnose.memory import EstimateCheck, MemoryDiagnosis, MemoryFinding
+from badput.report.html_report import PAGE_CSS, html_table, memory_plot
+from badput.report.units import format_bytes as _bytes
 
-__all__ = ["MEMORY_SCHEMA", "encode_memory", "memory_document", "render_memory"]
+__all__ = [
+    "MEMORY_SCHEMA",
+    "encode_memory",
+    "memory_document",
+    "render_memory",
+    "render_memory_html",
+]
 
 MEMORY_SCHEMA = "badput.memory/1"
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
-
-
-def _gib(n: float) -> str:
-    """Bytes in the largest binary unit that keeps the number at or above 1."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:,.2f} {unit}"
-    return f"{n:,.0f} B"
 
 
 def memory_finding_dict(f: MemoryFinding) -> dict[str, Any]:
@@ -179,7 +181,7 @@ def render_memory(analysis: SnapshotAnalysis, diagnosis: MemoryDiagnosis, consol
         line.append(f.id, style="bold")
         line.append(f" (GPU {f.device}): {f.title}\n")
         line.append(
-            f"   save ~{_gib(f.savings_bytes)} at the peak ({100 * f.savings_share:.1f} % of "
+            f"   save ~{_bytes(f.savings_bytes)} at the peak ({100 * f.savings_share:.1f} % of "
             "reserved)",
             style="dim",
         )
@@ -196,23 +198,24 @@ def _render_device(d: DeviceMemory, console: Console) -> None:
     if d.peak_step is not None:
         when += f", in {d.peak_step}"
     console.print(
-        f"peak allocated {_gib(d.peak_allocated_bytes)} ({when}); reserved then "
-        f"{_gib(d.reserved_at_peak_bytes)}"
+        f"peak allocated {_bytes(d.peak_allocated_bytes)} ({when}); reserved then "
+        f"{_bytes(d.reserved_at_peak_bytes)}"
     )
     console.print(
-        f"peak reserved  {_gib(d.peak_reserved_bytes)}; allocated then "
-        f"{_gib(d.allocated_at_peak_reserved_bytes)} "
-        f"(fragmentation {_gib(d.fragmentation_at_peak_reserved_bytes)})"
+        f"peak reserved  {_bytes(d.peak_reserved_bytes)}; allocated then "
+        f"{_bytes(d.allocated_at_peak_reserved_bytes)} "
+        f"(fragmentation {_bytes(d.fragmentation_at_peak_reserved_bytes)})"
     )
     if d.initial_allocated_bytes and d.entries:
         console.print(
-            f"alive before the history starts: {_gib(d.initial_allocated_bytes)}", style="dim"
+            f"alive before the history starts: {_bytes(d.initial_allocated_bytes)}",
+            style="dim",
         )
     e = d.end
     console.print(
-        f"segments at dump: {e.segments} holding {_gib(e.reserved_bytes)}, "
-        f"{_gib(e.allocated_bytes)} in use, {_gib(e.fragmentation_bytes)} cached unused; "
-        f"largest free block {_gib(max(e.largest_free_block_bytes, default=0))}; "
+        f"segments at dump: {e.segments} holding {_bytes(e.reserved_bytes)}, "
+        f"{_bytes(e.allocated_bytes)} in use, {_bytes(e.fragmentation_bytes)} cached unused; "
+        f"largest free block {_bytes(max(e.largest_free_block_bytes, default=0))}; "
         f"{100 * e.below_half_share:.0f} % of segments below half use"
     )
     if d.top_sites:
@@ -221,24 +224,24 @@ def _render_device(d: DeviceMemory, console: Console) -> None:
         table.add_column("bytes", justify="right")
         table.add_column("blocks", justify="right")
         for s in d.top_sites:
-            table.add_row(s.frame, _gib(s.bytes), f"{s.count:,}")
+            table.add_row(s.frame, _bytes(s.bytes), f"{s.count:,}")
         console.print(table)
     if d.kinds_at_peak:
-        kinds = ", ".join(f"{k} {_gib(v)}" for k, v in d.kinds_at_peak.items())
+        kinds = ", ".join(f"{k} {_bytes(v)}" for k, v in d.kinds_at_peak.items())
         console.print(f"by stack kind: {kinds}")
     if d.entries:
         console.print(f"churn: {d.allocs:,} allocs, {d.frees:,} frees, {d.ooms} OOMs")
     if d.steps is not None:
         for st in d.steps[:10]:
             console.print(
-                f"  {st.name}: {st.allocs:,} allocs ({_gib(st.alloc_bytes)}), {st.frees:,} frees"
+                f"  {st.name}: {st.allocs:,} allocs ({_bytes(st.alloc_bytes)}), {st.frees:,} frees"
             )
     elif d.entries:
         console.print("per-step churn: unavailable (no ProfilerStep annotations with times)")
     for sl in d.short_lived[:5]:
         life = f", {sl.lifetime_us:,} us" if sl.lifetime_us is not None else ""
         console.print(
-            f"short-lived: {_gib(sl.bytes)} at {sl.frame}, freed {sl.entries} entries later{life}"
+            f"short-lived: {_bytes(sl.bytes)} at {sl.frame}, freed {sl.entries} entries later{life}"
         )
     for w in d.warnings:
         console.print(Text(f"note: {w}", style="yellow"))
@@ -250,8 +253,103 @@ def _render_check(c: EstimateCheck, console: Console) -> None:
     share = f" = {100 * c.static_share_of_peak:.0f} % of it" if c.static_share_of_peak else ""
     console.print(Text("\nbadput estimate memory beside the measured peak", style="bold"))
     console.print(
-        f"estimated weights {_gib(e.weights_bytes)} + gradients {_gib(e.grads_bytes)} + "
-        f"optimizer {_gib(e.optimizer_bytes)} = {_gib(static)}; measured allocated peak "
-        f"{_gib(c.measured_peak_bytes)}{share}; optimizer allocations at the peak "
-        f"{_gib(c.measured_optimizer_bytes)}"
+        f"estimated weights {_bytes(e.weights_bytes)} + gradients {_bytes(e.grads_bytes)} + "
+        f"optimizer {_bytes(e.optimizer_bytes)} = {_bytes(static)}; measured allocated peak "
+        f"{_bytes(c.measured_peak_bytes)}{share}; optimizer allocations at the peak "
+        f"{_bytes(c.measured_optimizer_bytes)}"
     )
+
+
+def _device_html(d: DeviceMemory) -> str:
+    e = html.escape
+    when = f"entry {d.peak_allocated_entry:,} of {d.entries:,}" if d.entries else "at dump time"
+    if d.peak_allocated_time_us is not None:
+        when += f", t = {d.peak_allocated_time_us:,} us"
+    if d.peak_step is not None:
+        when += f", in {d.peak_step}"
+    end = d.end
+    parts = [
+        f"<h2>GPU {d.device}</h2>",
+        "<ul>",
+        f"<li>peak allocated <b>{_bytes(d.peak_allocated_bytes)}</b> ({e(when)}); reserved then "
+        f"{_bytes(d.reserved_at_peak_bytes)}</li>",
+        f"<li>peak reserved <b>{_bytes(d.peak_reserved_bytes)}</b>; allocated then "
+        f"{_bytes(d.allocated_at_peak_reserved_bytes)} (fragmentation "
+        f"{_bytes(d.fragmentation_at_peak_reserved_bytes)})</li>",
+        f"<li>segments at dump: {end.segments:,} holding {_bytes(end.reserved_bytes)}, "
+        f"{_bytes(end.allocated_bytes)} in use, {_bytes(end.fragmentation_bytes)} cached unused; "
+        f"{100 * end.below_half_share:.0f} % of segments below half use</li>",
+        "</ul>",
+    ]
+    if d.timeline is not None:
+        timed = d.peak_allocated_time_us is not None or d.entries == 0
+        what = "time" if timed else "history entry (the history has no times)"
+        parts.append(
+            memory_plot(
+                d.timeline,
+                caption=(
+                    f"Allocated and reserved bytes replayed from the {d.entries:,} entries of "
+                    f"the allocator history, by {e(what)}; memory alive before the history "
+                    "started is included."
+                ),
+                entries=not timed,
+            )
+        )
+    else:
+        parts.append("<p>No allocator history: the numbers are the state at dump time.</p>")
+    if d.top_sites:
+        parts.append("<h3>Alive at the allocated peak, by source site</h3>")
+        rows = [[e(s.frame), _bytes(s.bytes), f"{s.count:,}"] for s in d.top_sites]
+        parts.append(html_table(["site", "bytes", "blocks"], rows, name_col=True))
+    if d.short_lived:
+        parts.append("<h3>Large short-lived allocations</h3>")
+        rows = [
+            [
+                e(sl.frame),
+                _bytes(sl.bytes),
+                f"{sl.entries:,}",
+                f"{sl.lifetime_us:,}" if sl.lifetime_us is not None else "–",
+            ]
+            for sl in d.short_lived
+        ]
+        parts.append(
+            html_table(["site", "bytes", "freed after entries", "lifetime us"], rows, True)
+        )
+    parts += [f'<p class="note">note: {e(w)}</p>' for w in d.warnings]
+    return "\n".join(parts)
+
+
+def render_memory_html(analysis: SnapshotAnalysis, diagnosis: MemoryDiagnosis) -> str:
+    """The snapshot report as one self-contained HTML page (inline CSS and SVG, no script).
+
+    Per GPU: the peaks, allocated and reserved memory over the history, what was alive at the
+    peak by site, large short-lived allocations; then the findings with their fixes.
+
+    Example:
+        >>> render_memory_html(analysis, diagnosis)[:15]  # doctest: +SKIP
+        '<!DOCTYPE html>'
+    """
+    e = html.escape
+    findings = []
+    for f in diagnosis.findings:
+        fixes = "".join(f"<li>{e(step)}</li>" for step in f.fix)
+        findings.append(
+            f'<li><span class="sev-{e(f.severity)}">[{e(f.severity)}]</span> '
+            f"<b>{e(f.id)}</b> (GPU {f.device}): {e(f.title)}<br><small>save ~"
+            f"{_bytes(f.savings_bytes)} at the peak ({100 * f.savings_share:.1f} % of reserved)"
+            f"</small><ul>{fixes}</ul></li>"
+        )
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>badput memory</title><style>{PAGE_CSS}</style></head><body>",
+        f"<h1>badput memory: {e(os.path.basename(analysis.path))}</h1>",
+        f"<p>badput {e(__version__)}</p>",
+        *(f'<p class="note">note: {e(w)}</p>' for w in analysis.warnings),
+        *(_device_html(d) for d in analysis.devices),
+        "<h2>What to change</h2>",
+        f"<ol>{''.join(findings)}</ol>" if findings else "<p>No memory finding worth a change.</p>",
+        "</body></html>\n",
+    ]
+    return "\n".join(parts)

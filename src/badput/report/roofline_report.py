@@ -21,7 +21,7 @@ from rich.text import Text
 
 from badput import __version__
 from badput.analysis.roofline import KernelRoofline, Roof, RooflineAnalysis, RuleFinding
-from badput.report.html_report import _CSS, _table
+from badput.report.html_report import PAGE_CSS, html_table
 from badput.report.text import _short
 
 __all__ = [
@@ -518,7 +518,7 @@ def render_roofline_html(analysis: RooflineAnalysis, top: int = 0) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>badput roofline</title><style>{_CSS}{_ROOFLINE_CSS}</style></head><body>",
+        f"<title>badput roofline</title><style>{PAGE_CSS}{_ROOFLINE_CSS}</style></head><body>",
         f"<h1>badput roofline: {_e(os.path.basename(analysis.path))}</h1>",
         f"<p>{_e(analysis.page)} page, {len(analysis.kernels)} kernel(s); "
         f"badput {_e(__version__)}</p>",
@@ -532,7 +532,7 @@ def render_roofline_html(analysis: RooflineAnalysis, top: int = 0) -> str:
         "counters in the CSV, or tensor work the counters miss), drawn at the left edge below "
         "the memory roof by their share of peak DRAM bandwidth.</small></p>",
         "<h2>Kernels</h2>",
-        _table(
+        html_table(
             [
                 "kernel",
                 "ID",
@@ -556,7 +556,7 @@ def render_roofline_html(analysis: RooflineAnalysis, top: int = 0) -> str:
         "'local' estimate is for the part of the kernel the rule inspects, an upper bound."
         "</small></p>",
         '<div class="rules">'
-        + _table(["kernel", "rule", "est. speedup", "saves us", "what ncu says"], finding_rows)
+        + html_table(["kernel", "rule", "est. speedup", "saves us", "what ncu says"], finding_rows)
         + "</div>"
         if finding_rows
         else "<p>No rule result with an estimated speedup.</p>",
