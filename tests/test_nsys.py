@@ -333,7 +333,21 @@ def test_one_rank_per_gpu_process(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert [r["rank"] for r in doc["ranks"]["per_rank"]] == [0, 1]
     warnings = [w for t in doc["traces"] for w in t["warnings"]]
     assert any("analysed as rank 1" in w for w in warnings)
-    # One process alone, named by its path, reads only its own rows.
+    # One process alone, named by its path, reads only its own rows, selected in SQL.
+    from badput.trace import nsys
+
+    with nsys._connect(str(path)) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        read = {}
+        for pid in (None, 4343):
+            reader = nsys._Reader(str(path), conn, tables, pid)
+            for key in ("kernel", "memcpy", "memset", "sync"):
+                reader.gpu_table(key)
+            reader.runtime_table("runtime")
+            reader.nvtx_table()
+            reader.osrt_table()
+            read[pid] = np.concatenate([part["pid"] for part in reader.parts])
+    assert set(read[4343].tolist()) == {4343} and 2 * len(read[4343]) == len(read[None])
     t = load_trace(f"{path}#pid=4343")
     assert set(t.pid.tolist()) == {4343} and (t.rank, t.world_size) == (1, 2)
     assert t.devices() == [1]

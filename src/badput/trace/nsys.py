@@ -136,10 +136,13 @@ class _Names(dict[str, int]):
 class _Reader:
     """Reads the tables of one open export into column parts."""
 
-    def __init__(self, path: str, conn: sqlite3.Connection, tables: set[str]) -> None:
+    def __init__(
+        self, path: str, conn: sqlite3.Connection, tables: set[str], pid: int | None = None
+    ) -> None:
         self.path = path
         self.conn = conn
         self.tables = tables
+        self.pid = pid  # read only this process's rows (None: every process)
         self.names = _Names()
         self.parts: list[dict[str, npt.NDArray[Any]]] = []
         self.warnings: list[str] = []
@@ -174,6 +177,22 @@ class _Reader:
             raise TraceFormatError(
                 self.path, f"unknown Nsight Systems export schema: {e}"
             ) from None
+
+    def mine(self, table: ResolvedTable, packed: str, plain: str, where: str = "") -> str:
+        """`where`, narrowed to the rows of the process being read (if one is).
+
+        `packed` is the serialized global id column (pid in bits 24-47), `plain` the
+        process id column of older exports.
+        """
+        if self.pid is None:
+            return where
+        if packed in table.present:
+            own = f"(({table.sql[packed]} >> 24) & 16777215) = {int(self.pid)}"
+        elif plain in table.present:
+            own = f"{table.sql[plain]} = {int(self.pid)}"
+        else:
+            return where
+        return f"{own} AND ({where})" if where else own
 
     def fetch(
         self, table: ResolvedTable, keys: tuple[str, ...], where: str = "", text: str = ""
@@ -254,7 +273,7 @@ class _Reader:
             "memset": ("bytes", "mem_kind"),
             "sync": ("sync_type",),
         }[key]
-        c, _ = self.fetch(table, base + extra)
+        c, _ = self.fetch(table, base + extra, self.mine(table, "global_pid", "process"))
         pid = _pid(c["global_pid"]) if "global_pid" in table.present else c["process"]
         stream = c["stream"]
         if key == "kernel":
@@ -319,7 +338,7 @@ class _Reader:
         )  # fmt: skip
         if key == "runtime":
             cols_keys += ("event_class",)
-        c, _ = self.fetch(table, cols_keys)
+        c, _ = self.fetch(table, cols_keys, self.mine(table, "global_tid", "process"))
         pid, tid = self._host_ids(table, c)
         name_id = self.names.ids_of(c["name"], lambda k: _API_VERSION.sub("", self.string(k)))
         if key == "driver":
@@ -361,7 +380,8 @@ class _Reader:
         if "end" not in table.present:
             return
         keys = ("start", "end", "global_tid", "text_id")
-        c, texts = self.fetch(table, keys, range_rows + ' AND "end" IS NOT NULL', text="text")
+        mine = self.mine(table, "global_tid", "process", range_rows + ' AND "end" IS NOT NULL')
+        c, texts = self.fetch(table, keys, mine, text="text")
         names = self.names
         inline = np.array(
             [-1 if t is None else names[str(t)] for t in texts], dtype=np.int32
@@ -376,7 +396,7 @@ class _Reader:
         if table is None:
             return
         keys = ("start", "end", "global_tid", "name")
-        c, _ = self.fetch(table, keys)
+        c, _ = self.fetch(table, keys, self.mine(table, "global_tid", "process"))
         name_id = self.names.ids_of(c["name"], self.string)
         pid, tid = _pid(c["global_tid"]), _tid(c["global_tid"])
         self.add(EventKind.OTHER, c["start"], c["end"], name_id, pid=pid, tid=tid)
@@ -615,7 +635,7 @@ def read_nsys(path: str, progress: Callable[[int], None] | None = None) -> Trace
             str(n) for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
         _check_export(path, tables)
-        reader = _Reader(path, conn, tables)
+        reader = _Reader(path, conn, tables, pid)
         for key in ("kernel", "memcpy", "memset", "sync"):
             reader.gpu_table(key)
         reader.runtime_table("runtime")
