@@ -189,11 +189,23 @@ def test_gates_exit_1_with_the_shortfall(
         "**FAIL**",
     ]
     assert "### Gates: **FAIL**: 1 of 1 gate checks" in out.read_text()
-    # JSON output is unchanged by the gates; only the exit code says
+    # JSON output carries the checks under "gates" (only when a gate is asked for)
     code, out_json, err = run_cli(capsys, "analyze", DEMO, "-f", "json", "--min-goodput", "0.9")
-    assert code == 1 and json.loads(out_json)["devices"][0]["goodput"] == pytest.approx(
-        0.5551, abs=5e-4
-    )
+    doc = json.loads(out_json)
+    assert code == 1 and doc["devices"][0]["goodput"] == pytest.approx(0.5551, abs=5e-4)
+    assert doc["gates"] == [
+        {
+            "gate": "--min-goodput",
+            "where": "GPU 0 of resnet50_v100_workers0.pt.trace.json.gz",
+            "limit": ">= 90.0 %",
+            "measured": "55.5 %",
+            "passed": False,
+            "message": "GPU 0 of resnet50_v100_workers0.pt.trace.json.gz: goodput 55.5 % is "
+            "below 90.0 % by 34.5 points",
+        }
+    ]
+    code, out_json, _ = run_cli(capsys, "analyze", DEMO, "-f", "json")
+    assert code == 0 and "gates" not in json.loads(out_json)
 
 
 def test_gates_over_ranks(capsys: pytest.CaptureFixture[str], shared_traces: Path) -> None:

@@ -6,6 +6,7 @@ stderr, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated
@@ -155,6 +156,8 @@ def analyze(
             from badput.report.telemetry_report import telemetry_document
 
             document["telemetry"] = telemetry_document(*aligned)
+        if gates is not None:
+            document["gates"] = [dataclasses.asdict(g) for g in gates]
         json_out(out, encode_document(document))
     else:
         with text_out(out, append) as console:
