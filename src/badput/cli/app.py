@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from badput import __version__
-from badput.cli.common import ReportFormat, json_out, text_out
+from badput.cli.common import OutOption, ReportFormat, json_out, text_out
 from badput.cli.jobs import (
     AddressOption,
     Executor,
@@ -60,9 +60,7 @@ def analyze(
         ReportFormat,
         typer.Option("--format", "-f", help="Report format (markdown: for CI step summaries)."),
     ] = ReportFormat.TEXT,
-    out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Write the report to this file.")
-    ] = None,
+    out: OutOption = None,
     append: Annotated[
         bool,
         typer.Option(

@@ -7,7 +7,9 @@ import os
 import sys
 from collections.abc import Iterator
 from enum import StrEnum
+from typing import Annotated
 
+import typer
 from rich.console import Console
 
 from badput.errors import UsageError
@@ -15,10 +17,13 @@ from badput.errors import UsageError
 __all__ = [
     "STEP_SUMMARY_ENV",
     "Format",
+    "FormatOption",
+    "OutOption",
     "ReportFormat",
     "appends",
     "json_out",
     "text_out",
+    "write_html",
     "write_report",
 ]
 
@@ -31,6 +36,14 @@ class Format(StrEnum):
 
     TEXT = "text"
     JSON = "json"
+
+
+#: `--format text|json` of the commands without a Markdown form.
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Report format.")]
+#: `--out FILE` of the commands that print a report (stdout without it).
+OutOption = Annotated[
+    str | None, typer.Option("--out", "-o", help="Write the report to this file.")
+]
 
 
 class ReportFormat(StrEnum):
@@ -115,3 +128,16 @@ def text_out(out: str | None, append: bool = False, width: int = 120) -> Iterato
             yield Console(file=f, width=width, no_color=True)
     except OSError as e:
         raise UsageError(f"--out {out}: {e.strerror}") from None
+
+
+def write_html(path: str, page: str) -> None:
+    """Write an `--html` page.
+
+    Raises:
+        UsageError: `path` cannot be written.
+    """
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as e:
+        raise UsageError(f"--html {path}: {e.strerror}") from None

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from badput.cli.common import Format, json_out, text_out
-from badput.errors import UsageError
+from badput.cli.common import Format, FormatOption, OutOption, json_out, text_out, write_html
 
 __all__ = ["diff"]
 
@@ -15,12 +14,8 @@ __all__ = ["diff"]
 def diff(
     before: Annotated[str, typer.Argument(help="The BEFORE trace (.json, .json.gz).")],
     after: Annotated[str, typer.Argument(help="The AFTER trace (.json, .json.gz).")],
-    output_format: Annotated[
-        Format, typer.Option("--format", "-f", help="Report format.")
-    ] = Format.TEXT,
-    out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Write the report to this file.")
-    ] = None,
+    output_format: FormatOption = Format.TEXT,
+    out: OutOption = None,
     top: Annotated[
         int, typer.Option("--top", help="Kernels to list per change group (0: all).")
     ] = 10,
@@ -50,11 +45,7 @@ def diff(
     if html_out is not None:
         from badput.report.html_report import render_diff_html
 
-        try:
-            with open(html_out, "w", encoding="utf-8") as page:
-                page.write(render_diff_html(result, top=top))
-        except OSError as e:
-            raise UsageError(f"--html {html_out}: {e.strerror}") from None
+        write_html(html_out, render_diff_html(result, top=top))
     if output_format is Format.JSON:
         json_out(out, encode_document(diff_document(result, top=top)))
         return

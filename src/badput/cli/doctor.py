@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from badput.cli.common import Format
+from badput.cli.common import Format, FormatOption, OutOption, json_out, text_out
 from badput.errors import UsageError
 
 __all__ = ["doctor"]
@@ -19,12 +17,8 @@ EXIT_FAILED = 1
 
 
 def doctor(
-    output_format: Annotated[
-        Format, typer.Option("--format", "-f", help="Report format.")
-    ] = Format.TEXT,
-    out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Write the report to this file.")
-    ] = None,
+    output_format: FormatOption = Format.TEXT,
+    out: OutOption = None,
     data: Annotated[
         str | None,
         typer.Option("--data", help="Measure read throughput of this data directory (bounded)."),
@@ -72,17 +66,9 @@ def doctor(
             real.close()
     checks = run_doctor(nvml=nvml, data_dir=data)
     if output_format is Format.JSON:
-        text = encode_doctor(checks)
-        if out:
-            with open(out, "w", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    elif out:
-        with open(out, "w", encoding="utf-8") as f:
-            render_checks(checks, Console(file=f, width=160, no_color=True))
+        json_out(out, encode_doctor(checks).encode())
     else:
-        render_checks(checks, Console())
+        with text_out(out, width=160) as console:
+            render_checks(checks, console)
     if strict and any(c.status is Status.FAIL for c in checks):
         raise typer.Exit(EXIT_FAILED)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from badput.cli.common import Format, json_out, text_out
+from badput.cli.common import Format, FormatOption, OutOption, json_out, text_out, write_html
 
 __all__ = ["memory"]
 
@@ -16,12 +16,8 @@ def memory(
         str,
         typer.Argument(help="A torch.cuda.memory._dump_snapshot pickle (.pickle, or gzipped)."),
     ],
-    output_format: Annotated[
-        Format, typer.Option("--format", "-f", help="Report format.")
-    ] = Format.TEXT,
-    out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Write the report to this file.")
-    ] = None,
+    output_format: FormatOption = Format.TEXT,
+    out: OutOption = None,
     html_out: Annotated[
         str | None,
         typer.Option("--html", help="Also write the report, with the memory plot, as HTML."),
@@ -80,11 +76,7 @@ def memory(
     if html_out is not None:
         from badput.report.memory_report import render_memory_html
 
-        try:
-            with open(html_out, "w", encoding="utf-8") as page:
-                page.write(render_memory_html(analysis, diagnosis))
-        except OSError as e:
-            raise UsageError(f"--html {html_out}: {e.strerror}") from None
+        write_html(html_out, render_memory_html(analysis, diagnosis))
     if output_format is Format.JSON:
         json_out(out, encode_memory(memory_document(analysis, diagnosis)))
         return

@@ -6,20 +6,15 @@ from typing import Annotated
 
 import typer
 
-from badput.cli.common import Format, json_out, text_out
-from badput.errors import UsageError
+from badput.cli.common import Format, FormatOption, OutOption, json_out, text_out, write_html
 
 __all__ = ["roofline"]
 
 
 def roofline(
     path: Annotated[str, typer.Argument(help="An `ncu --csv` export (details or raw page).")],
-    output_format: Annotated[
-        Format, typer.Option("--format", "-f", help="Report format.")
-    ] = Format.TEXT,
-    out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Write the report to this file.")
-    ] = None,
+    output_format: FormatOption = Format.TEXT,
+    out: OutOption = None,
     html_out: Annotated[
         str | None, typer.Option("--html", help="Also write the roofline as an HTML page.")
     ] = None,
@@ -61,11 +56,7 @@ def roofline(
         read_ncu_csv(path), gpu=gpu, peak_tflops=peak_tflops, peak_gbps=peak_gbps
     )
     if html_out is not None:
-        try:
-            with open(html_out, "w", encoding="utf-8") as page:
-                page.write(render_roofline_html(analysis, top=top))
-        except OSError as e:
-            raise UsageError(f"--html {html_out}: {e.strerror}") from None
+        write_html(html_out, render_roofline_html(analysis, top=top))
     if output_format is Format.JSON:
         json_out(out, encode_roofline(analysis, top=top).encode())
         return
