@@ -31,7 +31,6 @@ import os
 import pickle
 import platform
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -44,6 +43,9 @@ import machine
 from badput.analysis.memory import analyze_snapshot
 from badput.diagnose.memory import diagnose_memory
 from badput.trace.snapshot import load_snapshot
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from synth_snapshot import block, entry, segment, segsum_totals
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results/memory.md"
@@ -85,35 +87,13 @@ def make_snapshot(entries: int, seed: int = 0) -> dict[str, Any]:
                 n = min(size - offset, unit * rng.randint(1, max(1, size // unit // 4)))
                 active = rng.random() < 0.6
                 req = max(1, n - rng.randint(0, 511)) if active else 0
-                blocks.append(
-                    {
-                        "address": addr + offset,
-                        "size": n,
-                        "requested_size": req,
-                        "state": "active_allocated" if active else "inactive",
-                        "frames": rng.choice(stacks) if active else [],
-                    }
-                )
+                state = "active_allocated" if active else "inactive"
+                frames = rng.choice(stacks) if active else []
+                blocks.append(block(addr + offset, n, state, frames, requested=req))
                 if not active:
                     free_blocks.append((addr + offset, n))
                 offset += n
-            used = sum(b["size"] for b in blocks if b["state"] != "inactive")
-            segments.append(
-                {
-                    "device": 0,
-                    "address": addr,
-                    "total_size": size,
-                    "allocated_size": used,
-                    "active_size": used,
-                    "requested_size": used,
-                    "stream": 0,
-                    "segment_type": kind,
-                    "segment_pool_id": (0, 0),
-                    "is_expandable": False,
-                    "frames": [],
-                    "blocks": blocks,
-                }
-            )
+            segments.append(segment(addr, size, kind, blocks))
             addr += size + 64 * MiB
     trace = []
     t = 1_000
@@ -122,37 +102,10 @@ def make_snapshot(entries: int, seed: int = 0) -> dict[str, Any]:
         base, n = rng.choice(free_blocks)
         size = min(n, 512 * rng.randint(1, max(1, n // 512)))
         frames = rng.choice(stacks)
-        trace.append(
-            {
-                "action": "alloc",
-                "addr": base,
-                "size": size,
-                "stream": 0,
-                "time_us": t,
-                "frames": frames,
-            }
-        )
+        trace.append(entry("alloc", base, size, t, frames))
         t += rng.randint(1, 40)
-        trace.append(
-            {
-                "action": "free_requested",
-                "addr": base,
-                "size": size,
-                "stream": 0,
-                "time_us": t,
-                "frames": frames,
-            }
-        )
-        trace.append(
-            {
-                "action": "free_completed",
-                "addr": base,
-                "size": size,
-                "stream": 0,
-                "time_us": t + 1,
-                "frames": frames,
-            }
-        )
+        trace.append(entry("free_requested", base, size, t, frames))
+        trace.append(entry("free_completed", base, size, t + 1, frames))
         t += rng.randint(1, 40)
     return {
         "segments": segments,
@@ -178,33 +131,13 @@ def ours(path: str) -> Any:
     return analysis
 
 
-class _ExactBytes:
-    def __init__(self, value: int) -> None:
-        self.value = value
-
-    def __add__(self, rhs: int) -> _ExactBytes:
-        return _ExactBytes(self.value + rhs)
-
-    def __repr__(self) -> str:
-        return f"{self.value}B"
-
-
 def cross_check(path: str, analysis: Any) -> list[tuple[str, int, int]]:
     """(quantity, segsum, badput) on the dump state; equal when both read it alike."""
-    from torch.cuda import _memory_viz
-
     with open(path, "rb") as f:
         data = pickle.load(f)
-    saved = _memory_viz.Bytes
-    _memory_viz.Bytes = _ExactBytes
-    try:
-        text = _memory_viz.segsum(data)
-    finally:
-        _memory_viz.Bytes = saved
-    reserved = int(re.search(r"total_reserved: (\d+)B", text).group(1))
-    allocated = int(re.search(r"total_allocated: (\d+)B", text).group(1))
-    free = int(re.search(r"total_free: (\d+)B", text).group(1))
-    internal_pct = re.search(r"total_free: \d+B \(([\d.]+)% internal\)", text)
+    totals, internal_pct = segsum_totals(data)
+    reserved, allocated = totals["total_reserved"], totals["total_allocated"]
+    free = totals["total_free"]
     # segsum prints only the internal share, rounded; recompute internal exactly from blocks
     internal = sum(
         b["size"] - b["requested_size"]
@@ -212,7 +145,7 @@ def cross_check(path: str, analysis: Any) -> list[tuple[str, int, int]]:
         for b in s["blocks"]
         if b["state"] == "active_allocated"
     )
-    assert internal_pct is None or abs(100 * internal / free - float(internal_pct.group(1))) < 0.1
+    assert internal_pct is None or abs(100 * internal / free - internal_pct) < 0.1
     (d,) = analysis.devices
     return [
         ("reserved bytes", reserved, d.end.reserved_bytes),

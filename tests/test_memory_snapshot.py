@@ -23,6 +23,7 @@ from badput.cli.app import main
 from badput.diagnose.memory import FULL_RECOMPUTE_KEPT, ModelSize, diagnose_memory
 from badput.errors import TraceFormatError
 from badput.trace.snapshot import load_snapshot, site_of, stack_kind
+from synth_snapshot import block, entry, frame, segment, segsum_totals
 from test_html_browser import _browse, chromium  # noqa: F401  (a fixture, used by name)
 
 MiB = 1 << 20
@@ -30,60 +31,20 @@ A = 0x7F0000000000  # a 20 MiB large segment, there before the history starts
 B = 0x7F1000000000  # a 2 MiB small segment the history allocates
 
 
-def fr(filename: str, line: int, name: str) -> dict[str, Any]:
-    return {"filename": filename, "line": line, "name": name}
-
-
 TORCH = "/usr/lib/python3/site-packages/torch"
-CPP = fr("/pytorch/c10/cuda/CUDACachingAllocator.cpp", 1200, "c10::cuda::malloc")
-INIT = [CPP, fr(f"{TORCH}/nn/modules/module.py", 900, "_apply"), fr("model.py", 10, "__init__")]
+CPP = frame("/pytorch/c10/cuda/CUDACachingAllocator.cpp", 1200, "c10::cuda::malloc")
+INIT = [
+    CPP,
+    frame(f"{TORCH}/nn/modules/module.py", 900, "_apply"),
+    frame("model.py", 10, "__init__"),
+]
 FWD = [
     CPP,
-    fr(f"{TORCH}/nn/functional.py", 2000, "linear"),
-    fr("model.py", 20, "forward"),
-    fr("train.py", 5, "main"),
+    frame(f"{TORCH}/nn/functional.py", 2000, "linear"),
+    frame("model.py", 20, "forward"),
+    frame("train.py", 5, "main"),
 ]
-OPT = [CPP, fr(f"{TORCH}/optim/adam.py", 80, "_init_group"), fr("train.py", 30, "step")]
-
-
-def _entry(action: str, addr: int, size: int, t: int, frames: list[Any] | None = None) -> Any:
-    return {
-        "action": action,
-        "addr": addr,
-        "size": size,
-        "stream": 0,
-        "time_us": t,
-        "frames": frames or [],
-    }
-
-
-def _block(addr: int, size: int, state: str, frames: list[Any] | None = None) -> Any:
-    req = size if state != "inactive" else 0
-    return {
-        "address": addr,
-        "size": size,
-        "requested_size": req,
-        "state": state,
-        "frames": frames or [],
-    }
-
-
-def _segment(addr: int, total: int, kind: str, blocks: list[Any]) -> Any:
-    used = sum(b["size"] for b in blocks if b["state"] != "inactive")
-    return {
-        "device": 0,
-        "address": addr,
-        "total_size": total,
-        "allocated_size": used,
-        "active_size": used,
-        "requested_size": used,
-        "stream": 0,
-        "segment_type": kind,
-        "segment_pool_id": (0, 0),
-        "is_expandable": False,
-        "frames": [],
-        "blocks": blocks,
-    }
+OPT = [CPP, frame(f"{TORCH}/optim/adam.py", 80, "_init_group"), frame("train.py", 30, "step")]
 
 
 def known_snapshot(with_trace: bool = True) -> dict[str, Any]:
@@ -96,32 +57,32 @@ def known_snapshot(with_trace: bool = True) -> dict[str, Any]:
     At the dump: X and a2 active; A holds 4 of 20 MiB, B 1 of 2 MiB.
     """
     segments = [
-        _segment(
+        segment(
             A,
             20 * MiB,
             "large",
             [
-                _block(A, 4 * MiB, "active_allocated", INIT),
-                _block(A + 4 * MiB, 16 * MiB, "inactive"),
+                block(A, 4 * MiB, "active_allocated", INIT),
+                block(A + 4 * MiB, 16 * MiB, "inactive"),
             ],
         ),
-        _segment(
+        segment(
             B,
             2 * MiB,
             "small",
-            [_block(B, MiB, "active_allocated", OPT), _block(B + MiB, MiB, "inactive")],
+            [block(B, MiB, "active_allocated", OPT), block(B + MiB, MiB, "inactive")],
         ),
     ]
     trace = [
-        _entry("alloc", A + 6 * MiB, 8 * MiB, 110, FWD),  # 0: 14 MiB
-        _entry("segment_alloc", B, 2 * MiB, 120, OPT),  # 1: reserved 22 MiB
-        _entry("alloc", B, MiB, 121, OPT),  # 2: 15 MiB, the peak
-        _entry("free_requested", A + 4 * MiB, 2 * MiB, 200),  # 3: Y, still held
-        _entry("free_completed", A + 4 * MiB, 2 * MiB, 201),  # 4: 13 MiB
-        _entry("alloc", A + 4 * MiB, 2 * MiB, 210, FWD),  # 5: 15 MiB (a3)
-        _entry("free_requested", A + 4 * MiB, 2 * MiB, 215),  # 6
-        _entry("free_completed", A + 4 * MiB, 2 * MiB, 216),  # 7: 13 MiB
-        _entry("free_completed", A + 6 * MiB, 8 * MiB, 300),  # 8: 5 MiB
+        entry("alloc", A + 6 * MiB, 8 * MiB, 110, FWD),  # 0: 14 MiB
+        entry("segment_alloc", B, 2 * MiB, 120, OPT),  # 1: reserved 22 MiB
+        entry("alloc", B, MiB, 121, OPT),  # 2: 15 MiB, the peak
+        entry("free_requested", A + 4 * MiB, 2 * MiB, 200),  # 3: Y, still held
+        entry("free_completed", A + 4 * MiB, 2 * MiB, 201),  # 4: 13 MiB
+        entry("alloc", A + 4 * MiB, 2 * MiB, 210, FWD),  # 5: 15 MiB (a3)
+        entry("free_requested", A + 4 * MiB, 2 * MiB, 215),  # 6
+        entry("free_completed", A + 4 * MiB, 2 * MiB, 216),  # 7: 13 MiB
+        entry("free_completed", A + 6 * MiB, 8 * MiB, 300),  # 8: 5 MiB
     ]
     return {
         "segments": segments,
@@ -277,8 +238,8 @@ def test_history_starting_late_counts_what_was_alive(tmp_path: Path) -> None:
 
 def test_rounded_blocks_fragmentation_counts_block_sizes(tmp_path: Path) -> None:
     """A 1000-byte request in a 2 MiB block: allocated counts 1000, the segment is full."""
-    block = dict(_block(A, 2 * MiB, "active_allocated", INIT), requested_size=1000)
-    snap = {"segments": [_segment(A, 2 * MiB, "large", [block])]}
+    full = block(A, 2 * MiB, "active_allocated", INIT, requested=1000)
+    snap = {"segments": [segment(A, 2 * MiB, "large", [full])]}
     (d,) = analyze_snapshot(load_snapshot(str(_write(tmp_path, snap)))).devices
     assert d.peak_allocated_bytes == 1000  # requested bytes, as the history records them
     assert (d.end.reserved_bytes, d.end.allocated_bytes, d.end.fragmentation_bytes) == (
@@ -297,33 +258,17 @@ def test_dump_state_agrees_with_pytorch_segsum(tmp_path: Path) -> None:
     active blocks) and prints totals through a byte formatter; an exact formatter is swapped
     in so the totals compare to the byte.
     """
-    memory_viz = pytest.importorskip("torch.cuda._memory_viz")
+    pytest.importorskip("torch.cuda._memory_viz")
     snap = known_snapshot()
-    rounded = dict(_block(B + MiB, MiB, "active_allocated", OPT), requested_size=1000)
+    rounded = block(B + MiB, MiB, "active_allocated", OPT, requested=1000)
     snap["segments"][1]["blocks"][1] = rounded  # 1 MiB block holding a 1000-byte request
-
-    class Exact:
-        def __init__(self, value: int) -> None:
-            self.value = value
-
-        def __add__(self, rhs: int) -> Exact:
-            return Exact(self.value + rhs)
-
-        def __repr__(self) -> str:
-            return f"{self.value}B"
-
-    saved = memory_viz.Bytes
-    memory_viz.Bytes = Exact
-    try:
-        text = memory_viz.segsum(snap)
-    finally:
-        memory_viz.Bytes = saved
-    totals = dict(re.findall(r"^(total_\w+): (\d+)B", text, re.M))
+    totals, internal_pct = segsum_totals(snap)
     internal = MiB - 1000
     (d,) = analyze_snapshot(load_snapshot(str(_write(tmp_path, snap)))).devices
     assert d.end.reserved_bytes == int(totals["total_reserved"]) == 22 * MiB
     assert d.end.allocated_bytes == int(totals["total_allocated"]) + internal == 6 * MiB
     assert d.end.fragmentation_bytes == int(totals["total_free"]) - internal == 16 * MiB
+    assert internal_pct == round(100 * internal / totals["total_free"], 1)
 
 
 def test_gzip_snapshot(tmp_path: Path) -> None:
@@ -337,7 +282,7 @@ def test_multi_device_top_level_is_the_largest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     snap = known_snapshot()
-    big = _segment(0x10, 64 * MiB, "large", [_block(0x10, 32 * MiB, "active_allocated", INIT)])
+    big = segment(0x10, 64 * MiB, "large", [block(0x10, 32 * MiB, "active_allocated", INIT)])
     big["device"] = 1
     snap["segments"].append(big)
     path = _write(tmp_path, snap)
@@ -359,9 +304,12 @@ def test_multi_device_top_level_is_the_largest(
     [
         (FWD, "model.py:20:forward"),
         (OPT, "train.py:30:step"),
-        ([CPP, fr(f"{TORCH}/nn/functional.py", 7, "linear")], f"{TORCH}/nn/functional.py:7:linear"),
+        (
+            [CPP, frame(f"{TORCH}/nn/functional.py", 7, "linear")],
+            f"{TORCH}/nn/functional.py:7:linear",
+        ),
         ([CPP], "/pytorch/c10/cuda/CUDACachingAllocator.cpp:1200:c10::cuda::malloc"),
-        ([fr("??", 0, "??"), fr("a.py", 3, "f")], "a.py:3:f"),
+        ([frame("??", 0, "??"), frame("a.py", 3, "f")], "a.py:3:f"),
         ([], "<unknown>"),
     ],
 )
@@ -376,11 +324,11 @@ def test_site_of(frames: list[dict[str, Any]], site: str) -> None:
         (OPT, "optimizer"),
         (INIT, "other"),
         (
-            [CPP, fr(f"{TORCH}/autograd/__init__.py", 200, "backward"), fr("t.py", 1, "f")],
+            [CPP, frame(f"{TORCH}/autograd/__init__.py", 200, "backward"), frame("t.py", 1, "f")],
             "backward",
         ),
         (
-            [fr("torch::autograd::Engine::evaluate_function", 0, "autograd::Engine::thread")],
+            [frame("torch::autograd::Engine::evaluate_function", 0, "autograd::Engine::thread")],
             "backward",
         ),
         ([], "unknown"),
@@ -395,13 +343,13 @@ def test_stack_kind(frames: list[dict[str, Any]], kind: str) -> None:
 
 def _optimizer_heavy() -> dict[str, Any]:
     """12 MiB of Adam state and 4 MiB of weights alive; reserved exactly what is allocated."""
-    seg = _segment(
+    seg = segment(
         A,
         16 * MiB,
         "large",
         [
-            _block(A, 4 * MiB, "active_allocated", INIT),
-            _block(A + 4 * MiB, 12 * MiB, "active_allocated", OPT),
+            block(A, 4 * MiB, "active_allocated", INIT),
+            block(A + 4 * MiB, 12 * MiB, "active_allocated", OPT),
         ],
     )
     return {"segments": [seg], "device_traces": []}
@@ -448,7 +396,7 @@ def test_expandable_segments_drops_the_first_fix(tmp_path: Path) -> None:
 
 
 def test_healthy_snapshot_has_no_finding(tmp_path: Path) -> None:
-    seg = _segment(A, 4 * MiB, "large", [_block(A, 4 * MiB, "active_allocated", INIT)])
+    seg = segment(A, 4 * MiB, "large", [block(A, 4 * MiB, "active_allocated", INIT)])
     dx = diagnose_memory(
         analyze_snapshot(load_snapshot(str(_write(tmp_path, {"segments": [seg]}))))
     )
@@ -574,14 +522,14 @@ def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_large_history(tmp_path: Path) -> None:
     """100,000 entries with 20 shared frames each load and replay."""
-    frames = [fr(f"/src/lib{i}.cpp", i, f"f{i}") for i in range(18)] + FWD[1:3]
+    frames = [frame(f"/src/lib{i}.cpp", i, f"f{i}") for i in range(18)] + FWD[1:3]
     n = 50_000  # alloc + free_completed pairs
     entries = []
     for i in range(n):
         addr = A + (i % 64) * MiB
-        entries.append(_entry("alloc", addr, MiB, 2 * i, frames))
-        entries.append(_entry("free_completed", addr, MiB, 2 * i + 1, frames))
-    seg = _segment(A, 64 * MiB, "large", [_block(A, 64 * MiB, "inactive")])
+        entries.append(entry("alloc", addr, MiB, 2 * i, frames))
+        entries.append(entry("free_completed", addr, MiB, 2 * i + 1, frames))
+    seg = segment(A, 64 * MiB, "large", [block(A, 64 * MiB, "inactive")])
     path = _write(tmp_path, {"segments": [seg], "device_traces": [entries]})
     a = analyze_snapshot(load_snapshot(str(path)))
     (d,) = a.devices
@@ -610,8 +558,8 @@ def test_timeline_follows_the_replay(tmp_path: Path) -> None:
 
 def test_timeline_without_times_counts_entries(tmp_path: Path) -> None:
     snap = known_snapshot()
-    for entry in snap["device_traces"][0]:
-        del entry["time_us"]
+    for e in snap["device_traces"][0]:
+        del e["time_us"]
     (d,) = analyze_snapshot(load_snapshot(str(_write(tmp_path, snap)))).devices
     assert d.timeline is not None and d.timeline.ts_ns.tolist() == list(range(9))
     assert d.timeline.peak_allocated_bytes == 15 * MiB
@@ -619,7 +567,7 @@ def test_timeline_without_times_counts_entries(tmp_path: Path) -> None:
 
 def test_html_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     snap = known_snapshot()
-    evil = fr("<script>alert(1)</script>.py", 7, "f&g")
+    evil = frame("<script>alert(1)</script>.py", 7, "f&g")
     snap["device_traces"][0][0]["frames"] = [evil]
     page = tmp_path / "memory.html"
     assert main(["memory", str(_write(tmp_path, snap)), "--html", str(page)]) == 0
