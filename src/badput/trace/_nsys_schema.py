@@ -87,18 +87,33 @@ _GLOBAL_TID = _col("globalTid")
 _PROCESS = _col("processId")
 _THREAD = _col("threadId")
 
+# Columns every GPU activity table has: its time span, where it ran and who launched it.
+_GPU_ROW = {
+    "start": _START,
+    "end": _END,
+    "device": _DEVICE,
+    "stream": _STREAM,
+    "correlation": _CORRELATION,
+    "global_pid": _GLOBAL_PID,
+    "process": _PROCESS,
+}
+# Columns of a CUDA runtime or driver API call.
+_API_CALL = {
+    "start": _START,
+    "end": _END,
+    "global_tid": _GLOBAL_TID,
+    "process": _PROCESS,
+    "thread": _THREAD,
+    "correlation": _CORRELATION,
+    "name": _col("nameId", "name", required=True),
+}
+
 #: The GPU activity tables, by the kind of row they give.
 GPU_TABLES: dict[str, TableSpec] = {
     "kernel": TableSpec(
         ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL"),
         {
-            "start": _START,
-            "end": _END,
-            "device": _DEVICE,
-            "stream": _STREAM,
-            "correlation": _CORRELATION,
-            "global_pid": _GLOBAL_PID,
-            "process": _PROCESS,
+            **_GPU_ROW,
             # String ids: the templated name first (what Kineto and the name patterns use),
             # the base name where an export lacks it, `name` in the oldest layouts.
             "demangled": _col("demangledName"),
@@ -108,13 +123,7 @@ GPU_TABLES: dict[str, TableSpec] = {
     "memcpy": TableSpec(
         ("CUPTI_ACTIVITY_KIND_MEMCPY",),
         {
-            "start": _START,
-            "end": _END,
-            "device": _DEVICE,
-            "stream": _STREAM,
-            "correlation": _CORRELATION,
-            "global_pid": _GLOBAL_PID,
-            "process": _PROCESS,
+            **_GPU_ROW,
             "bytes": _col("bytes"),
             "copy_kind": _col("copyKind", required=True),
             "src_kind": _col("srcKind"),
@@ -124,13 +133,7 @@ GPU_TABLES: dict[str, TableSpec] = {
     "memset": TableSpec(
         ("CUPTI_ACTIVITY_KIND_MEMSET",),
         {
-            "start": _START,
-            "end": _END,
-            "device": _DEVICE,
-            "stream": _STREAM,
-            "correlation": _CORRELATION,
-            "global_pid": _GLOBAL_PID,
-            "process": _PROCESS,
+            **_GPU_ROW,
             "bytes": _col("bytes"),
             "mem_kind": _col("memKind", "memoryKind"),
         },
@@ -138,13 +141,7 @@ GPU_TABLES: dict[str, TableSpec] = {
     "sync": TableSpec(
         ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",),
         {
-            "start": _START,
-            "end": _END,
-            "device": _DEVICE,
-            "stream": _STREAM,
-            "correlation": _CORRELATION,
-            "global_pid": _GLOBAL_PID,
-            "process": _PROCESS,
+            **_GPU_ROW,
             "sync_type": _col("syncType", "deprecatedSyncType"),
         },
     ),
@@ -155,13 +152,7 @@ HOST_TABLES: dict[str, TableSpec] = {
     "runtime": TableSpec(
         ("CUPTI_ACTIVITY_KIND_RUNTIME",),
         {
-            "start": _START,
-            "end": _END,
-            "global_tid": _GLOBAL_TID,
-            "process": _PROCESS,
-            "thread": _THREAD,
-            "correlation": _CORRELATION,
-            "name": _col("nameId", "name", required=True),
+            **_API_CALL,
             # 0 runtime, 1 driver (ENUM_NSYS_EVENT_CLASS); absent before nsys put driver calls
             # into this table, and then the name tells (cuda* runtime, cu* driver).
             "event_class": _col("eventClass"),
@@ -170,13 +161,7 @@ HOST_TABLES: dict[str, TableSpec] = {
     "driver": TableSpec(
         ("CUPTI_ACTIVITY_KIND_DRIVER",),
         {
-            "start": _START,
-            "end": _END,
-            "global_tid": _GLOBAL_TID,
-            "process": _PROCESS,
-            "thread": _THREAD,
-            "correlation": _CORRELATION,
-            "name": _col("nameId", "name", required=True),
+            **_API_CALL,
         },
     ),
     "nvtx": TableSpec(
