@@ -252,41 +252,28 @@ def run_document(cases: list[_Case], file: str, elapsed_s: float) -> dict[str, A
         file: What was run (the pytest rootdir).
         elapsed_s: Seconds the session took.
     """
-    from badput.bench.runner import round_stats
+    from badput.bench.runner import result_entry
+    from badput.bench.runner import run_document as document
 
-    results = []
-    for c in cases:
-        ok = c.error is None and bool(c.values)
-        stats = round_stats(c.values) if ok else None
-        results.append(
+    results = [
+        result_entry(
+            c.fullname,
+            {"name": c.name, "params": c.params, "group": c.group},
+            {"name": _METRIC, "unit": "s", "higher_is_better": False},
+            c.values,
+            c.error,
             {
-                "id": c.fullname,
-                "benchmark": {"name": c.name, "params": c.params, "group": c.group},
-                "metric": {"name": _METRIC, "unit": "s", "higher_is_better": False},
-                "status": "ok" if ok else "error",
-                "error": c.error,
-                "estimate": stats["median"] if stats else None,
-                "stats": stats,
-                "protocol": {
-                    "harness": "pytest",
-                    "warmup_iters": None,
-                    "iters_per_round": c.iterations,
-                    "round_stat": "mean",
-                    "process_per_round": False,
-                },
-                "rounds": [{"i": i, "value": v, "t": None} for i, v in enumerate(c.values)],
-            }
+                "harness": "pytest",
+                "warmup_iters": None,
+                "iters_per_round": c.iterations,
+                "round_stat": "mean",
+                "process_per_round": False,
+            },
         )
-    ok_all = all(r["status"] == "ok" for r in results) and bool(results)
-    return {
-        "schema": "badput.bench.run/1",
-        "file": file,
-        "python": sys.version.split()[0],
-        "rounds": max((len(c.values) for c in cases), default=0),
-        "elapsed_s": elapsed_s,
-        "exit_code": 0 if ok_all else 3,
-        "results": results,
-    }
+        for c in cases
+    ]
+    rounds = max((len(c.values) for c in cases), default=0)
+    return document(file, sys.version.split()[0], rounds, elapsed_s, results)
 
 
 class BenchmarkFixture:

@@ -22,7 +22,15 @@ from typing import Any
 
 from badput.bench.api import _CHILD_CODE, _SRC_ROOT, Case, load_benchmarks
 
-__all__ = ["CaseResult", "RunResult", "Runner", "round_stats", "run_file"]
+__all__ = [
+    "CaseResult",
+    "RunResult",
+    "Runner",
+    "result_entry",
+    "round_stats",
+    "run_document",
+    "run_file",
+]
 
 
 @dataclass
@@ -42,26 +50,20 @@ class CaseResult:
     def as_dict(self) -> dict[str, Any]:
         """JSON form: one entry of the run document's `results`."""
         b = self.case.benchmark
-        stats = round_stats(self.values) if self.ok else None
-        return {
-            "id": self.case.id,
-            "benchmark": {"name": b.name, "params": self.case.params},
-            "metric": {"name": b.metric, "unit": b.unit, "higher_is_better": b.better_higher()},
-            "status": "ok" if self.ok else "error",
-            "error": self.error,
-            "estimate": stats["median"] if stats else None,
-            "stats": stats,
-            "protocol": {
+        return result_entry(
+            self.case.id,
+            {"name": b.name, "params": self.case.params},
+            {"name": b.metric, "unit": b.unit, "higher_is_better": b.better_higher()},
+            self.values,
+            self.error,
+            {
                 "warmup_iters": b.warmup,
                 "iters_per_round": b.iterations,
                 "round_stat": "median",
                 "process_per_round": True,
             },
-            "rounds": [
-                {"i": i, "value": v, "t": t}
-                for i, (v, t) in enumerate(zip(self.values, self.times_s, strict=True))
-            ],
-        }
+            self.times_s,
+        )
 
 
 @dataclass
@@ -83,15 +85,65 @@ class RunResult:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON run document (`badput.bench.run/1`)."""
-        return {
-            "schema": "badput.bench.run/1",
-            "file": self.file,
-            "python": self.python,
-            "rounds": self.rounds,
-            "elapsed_s": self.elapsed_s,
-            "exit_code": self.exit_code,
-            "results": [r.as_dict() for r in self.results],
-        }
+        results = [r.as_dict() for r in self.results]
+        return run_document(self.file, self.python, self.rounds, self.elapsed_s, results)
+
+
+def result_entry(
+    id_: str,
+    benchmark: dict[str, Any],
+    metric: dict[str, Any],
+    values: Sequence[float],
+    error: str | None,
+    protocol: dict[str, Any],
+    times_s: Sequence[float | None] | None = None,
+) -> dict[str, Any]:
+    """One entry of a run document's `results`: a case's rounds and their statistics.
+
+    Args:
+        id_: the case id (the benchmark id in the store).
+        benchmark: `name`, `params` (and any other descriptive keys).
+        metric: `name`, `unit`, `higher_is_better`.
+        values: the round values; empty when the case failed before a round finished.
+        error: why the case stopped; None when every round ran.
+        protocol: how the rounds were taken.
+        times_s: each round's start in seconds from the run's start; None when unknown.
+    """
+    ok = error is None and bool(values)
+    stats = round_stats(values) if ok else None
+    times = list(times_s) if times_s is not None else [None] * len(values)
+    return {
+        "id": id_,
+        "benchmark": benchmark,
+        "metric": metric,
+        "status": "ok" if ok else "error",
+        "error": error,
+        "estimate": stats["median"] if stats else None,
+        "stats": stats,
+        "protocol": protocol,
+        "rounds": [
+            {"i": i, "value": v, "t": t} for i, (v, t) in enumerate(zip(values, times, strict=True))
+        ],
+    }
+
+
+def run_document(
+    file: str, python: str, rounds: int, elapsed_s: float, results: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The JSON run document (`badput.bench.run/1`) of `result_entry` results.
+
+    Its `exit_code` is 0 when every case ran, 3 when nothing ran or a case failed.
+    """
+    ok = bool(results) and all(r["status"] == "ok" for r in results)
+    return {
+        "schema": "badput.bench.run/1",
+        "file": file,
+        "python": python,
+        "rounds": rounds,
+        "elapsed_s": elapsed_s,
+        "exit_code": 0 if ok else 3,
+        "results": results,
+    }
 
 
 def round_stats(values: Sequence[float]) -> dict[str, float]:
