@@ -470,34 +470,35 @@ def _not_sqlite(tmp: Path) -> Path:
     return path
 
 
-def _sqlite_not_nsys(tmp: Path) -> Path:
-    path = tmp / "inventory.sqlite"
+def _database(path: Path, *ddl: str) -> Path:
+    """An SQLite file holding the tables `ddl` creates, and nothing else."""
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE items (id INTEGER, name TEXT)")
+    for statement in ddl:
+        conn.execute(statement)
     conn.commit()
     conn.close()
     return path
+
+
+def _sqlite_not_nsys(tmp: Path) -> Path:
+    return _database(tmp / "inventory.sqlite", "CREATE TABLE items (id INTEGER, name TEXT)")
 
 
 def _nsys_without_cuda(tmp: Path) -> Path:
-    path = tmp / "cpu-only.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
-    conn.execute("CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER)")
-    conn.execute("CREATE TABLE OSRT_API (start INTEGER, end INTEGER, nameId INTEGER)")
-    conn.commit()
-    conn.close()
-    return path
+    return _database(
+        tmp / "cpu-only.sqlite",
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)",
+        "CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER)",
+        "CREATE TABLE OSRT_API (start INTEGER, end INTEGER, nameId INTEGER)",
+    )
 
 
 def _unknown_schema(tmp: Path) -> Path:
-    path = tmp / "odd.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
-    conn.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (begin INTEGER, finish INTEGER)")
-    conn.commit()
-    conn.close()
-    return path
+    return _database(
+        tmp / "odd.sqlite",
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (begin INTEGER, finish INTEGER)",
+    )
 
 
 def _corrupt(tmp: Path) -> Path:
