@@ -19,6 +19,7 @@ from badput.analysis.diff import (
 )
 from badput.report.json_report import us
 from badput.report.text import _short
+from badput.report.units import format_ms as _ms
 
 __all__ = ["SCHEMA", "diff_document", "render_diff"]
 
@@ -108,10 +109,6 @@ def diff_document(diff: TraceDiff, top: int = 10) -> dict[str, Any]:
         "warnings": list(diff.warnings),
         "devices": [_device(d, top) for d in diff.devices],
     }
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.2f}"
 
 
 def _signed_ms(ns: float) -> str:

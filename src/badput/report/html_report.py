@@ -27,6 +27,7 @@ from badput.analysis.segments import SEGMENT_KINDS, StepSegments
 from badput.diagnose import Finding, JobResult
 from badput.report.json_report import memory_of
 from badput.report.units import format_bytes
+from badput.report.units import format_ms as _ms
 
 __all__ = ["PAGE_CSS", "PARTS", "html_table", "memory_plot", "render_diff_html", "render_html"]
 
@@ -47,6 +48,7 @@ PARTS: tuple[tuple[str, str, str], ...] = (
     ("idle_runtime", "idle: CUDA runtime/driver", "#c0392b"),
     ("idle_other", "idle: host outside any op", "#95a5a6"),
 )
+
 _LABELS = {key: label for key, label, _ in PARTS}
 
 PAGE_CSS = """
@@ -71,10 +73,6 @@ td.name{max-width:640px;overflow-wrap:anywhere;font-family:monospace;font-size:1
 def _e(value: object) -> str:
     """Any value as HTML text: `<`, `>`, `&` and quotes escaped."""
     return html.escape(str(value), quote=True)
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.2f}"
 
 
 def _pct(part: float, whole: float) -> str:

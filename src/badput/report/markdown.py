@@ -43,6 +43,7 @@ from badput.report.text import (
     memory_summary,
     rank_cells,
 )
+from badput.report.units import format_ms as _ms
 
 __all__ = [
     "MAX_BYTES",
@@ -68,10 +69,6 @@ def md_escape(text: str) -> str:
     for ch in text.replace("\r", " ").replace("\n", " "):
         out.append("\\" + ch if ch in _SPECIAL else ch)
     return "".join(out)
-
-
-def _ms(ns: int | float) -> str:
-    return f"{ns / 1e6:,.2f}"
 
 
 def _pct(part: int | float, whole: int | float) -> str:

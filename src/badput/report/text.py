@@ -15,6 +15,7 @@ from badput.analysis.comm import link_peak_gbps
 from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
 from badput.diagnose import Diagnosis, Finding, JobResult, Rule, diagnose_job, outcome_of
+from badput.report.units import format_ms as _ms
 from badput.trace.model import Trace
 
 __all__ = ["render_job", "render_rule", "render_text"]
@@ -46,10 +47,6 @@ _CAUSES = (
     ("runtime", "in CUDA runtime/driver calls", "runtime"),
     ("other", "host outside any op", "other"),
 )
-
-
-def _ms(ns: int | float) -> str:
-    return f"{ns / 1e6:,.2f}"
 
 
 def _pct(part: int | float, whole: int | float) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["format_bytes"]
+__all__ = ["format_bytes", "format_ms"]
 
 
 def format_bytes(n: float) -> str:
@@ -16,3 +16,13 @@ def format_bytes(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:,.2f} {unit}"
     return f"{n:,.0f} B"
+
+
+def format_ms(ns: float) -> str:
+    """Nanoseconds as milliseconds with two decimals and thousands separators.
+
+    Example:
+        >>> format_ms(1_234_567_890)
+        '1,234.57'
+    """
+    return f"{ns / 1e6:,.2f}"
