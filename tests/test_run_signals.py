@@ -107,7 +107,9 @@ def _wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
 class Run:
     """`badput run -- python CHILD ...` as a subprocess, with the pids of its descendants."""
 
-    def __init__(self, tmp_path: Path, mode: str, signum: int, grand: str) -> None:
+    def __init__(
+        self, tmp_path: Path, mode: str, signum: int, grand: str, front: tuple[str, ...]
+    ) -> None:
         child = tmp_path / "child.py"
         child.write_text(CHILD)
         self.pidfile = tmp_path / "pids"
@@ -115,7 +117,7 @@ class Run:
         # it imports torch (seconds), and has no part in how signals travel.
         self.proc = subprocess.Popen(
             [
-                *BADPUT_RUN,
+                *front,
                 sys.executable,
                 "-S",
                 str(child),
@@ -170,8 +172,10 @@ class Run:
 def start(tmp_path: Path) -> Iterator[Callable[..., Run]]:
     runs: list[Run] = []
 
-    def make(mode: str, signum: int = 0, grand: str = "plain") -> Run:
-        run = Run(tmp_path, mode, signum, grand)
+    def make(
+        mode: str, signum: int = 0, grand: str = "plain", front: tuple[str, ...] = BADPUT_RUN
+    ) -> Run:
+        run = Run(tmp_path, mode, signum, grand, front)
         runs.append(run)
         return run
 
@@ -198,6 +202,23 @@ def test_a_signal_to_badput_ends_the_child_and_grandchild_and_gives_128_plus_n(
     assert code == 128 + signum, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     run.assert_nothing_left()
+
+
+@pytest.mark.parametrize("signum", STOP_SIGNALS)
+def test_telemetry_record_owns_its_command_the_same_way(
+    start: Callable[..., Run], tmp_path: Path, signum: signal.Signals
+) -> None:
+    """`badput telemetry record -- CMD` shares `badput run`'s ownership of the command."""
+    out = tmp_path / "telemetry.jsonl"
+    front = (sys.executable, "-m", "badput", "telemetry", "record", "--out", str(out), "--")
+    run = start("die", front=front)
+    run.started()
+    run.proc.send_signal(signum)
+    code, err = run.finish()
+    assert code == 128 + signum, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    run.assert_nothing_left()
+    assert out.exists()  # the sampler stopped and wrote its file
 
 
 @pytest.mark.parametrize("signum", STOP_SIGNALS)

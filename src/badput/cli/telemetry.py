@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from badput.cli.child import exit_status, owned_child
 from badput.errors import UsageError
 
 __all__ = ["record_command", "telemetry_app"]
@@ -24,8 +24,10 @@ telemetry_app = typer.Typer(
 def record_command(command: list[str], out: str, hz: float) -> int:
     """Run `command` with a `Sampler` watching it; print the sampler's summary on stderr.
 
+    The command is owned as `badput run` owns it (`badput.cli.child`).
+
     Returns:
-        The command's exit code.
+        The command's status: its exit code, or 128+N when signal N killed it.
 
     Raises:
         UsageError: no command, a command that cannot start, or a bad rate or file.
@@ -38,21 +40,13 @@ def record_command(command: list[str], out: str, hz: float) -> int:
         raise UsageError("nothing to run: badput telemetry record [--hz 10] [--out F] -- CMD")
     if not hz > 0:
         raise UsageError(f"--hz must be positive, got {hz}")
-    try:
-        proc = subprocess.Popen(command)
-    except OSError as e:
-        raise UsageError(f"cannot run {command[0]!r}: {e.strerror}") from None
-    try:
-        sampler = Sampler(out, hz, pid=proc.pid)
-    except TelemetryError as e:
-        proc.kill()
-        proc.wait()
-        raise UsageError(str(e)) from None
-    sampler.start()
-    try:
-        code = proc.wait()
-    except KeyboardInterrupt:  # the child got the same SIGINT: let it finish
-        code = proc.wait()
+    with owned_child(command) as proc:
+        try:
+            sampler = Sampler(out, hz, pid=proc.pid)
+        except TelemetryError as e:
+            raise UsageError(str(e)) from None  # leaving the block ends the command
+        sampler.start()
+        code = exit_status(proc.wait())
     summary = sampler.stop()
     render_sampler_summary(summary, Console(stderr=True))
     return code
