@@ -327,8 +327,11 @@ def load_benchmarks(path: str | os.PathLike[str]) -> list[Benchmark]:
 
 
 def _load(path: Path, keep_path: bool) -> list[Benchmark]:
-    if not path.is_file():
-        raise BenchmarkFileError(f"{path}: no such file")
+    from badput.trace._files import file_problem  # here: the trace package imports numpy
+
+    # Not only a missing file: importing a FIFO or a device would block on the read.
+    if (problem := file_problem(str(path))) is not None:
+        raise BenchmarkFileError(f"{path}: {problem}")
     module_name = f"_badput_bench_{path.stem.replace('-', '_')}_{next(_loaded)}"
     loader = importlib.machinery.SourceFileLoader(module_name, str(path))
     spec = importlib.util.spec_from_file_location(module_name, path, loader=loader)

@@ -420,6 +420,11 @@ def _parse(doc: object, source: str) -> Expectations:
 
 
 def _read_json(path: Path) -> Any:
+    from badput.trace._files import file_problem  # here: the trace package imports numpy
+
+    # Stat before opening: a FIFO or a device given as the file would block the read.
+    if (problem := file_problem(str(path))) is not None:
+        raise UsageError(f"{path}: {problem}")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

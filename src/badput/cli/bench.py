@@ -253,7 +253,7 @@ def _record_ab(url: str, doc: dict[str, object], commits: dict[str, str], code: 
             db.record_ab(doc, commit=commits["head"], base_commit=commits["base"])
     except BadputError as e:
         why = str(e)
-    except Exception as e:  # the database driver's errors (sqlite3, psycopg)
+    except Exception as e:  # the store says its own failures (BadputError); this is the rest
         why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
     else:
         Console(stderr=True).print("recorded base and head runs in the store", style="dim")
@@ -484,6 +484,11 @@ def _num(x: float, sign: bool = False) -> str:
 
 def _ingest_doc(path: str) -> dict[str, object]:
     """The JSON object in `path`; for a meter JSON Lines file, its final summary."""
+    from badput.trace._files import file_problem
+
+    # Stat before opening: a FIFO or a device given as the file would block the read.
+    if (problem := file_problem(path)) is not None:
+        raise UsageError(f"{path}: {problem}")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -585,17 +590,24 @@ def history_cmd(
     """A stored metric's history per hardware fingerprint, with change points.
 
     Each change point lists the software attributes (torch, numpy, python...) that differ
-    across it. Exit codes: 0 shown, 2 a bad option or store URL, 3 nothing stored.
+    across it. The store is only read: a read-only store is fine, a missing one is not
+    created. Exit codes: 0 shown, 2 a bad option or store URL, or a store that cannot be read,
+    3 nothing stored (or no store there).
 
     Example:
         badput bench history --benchmark train_step --metric wall_s
     """
     from badput.bench.history import history
-    from badput.bench.store import Store
+    from badput.bench.store import Store, StoreNotFoundError
 
     if output_format not in ("text", "json"):
         raise UsageError("--format must be text or json")
-    with Store.open(store) as db:
+    try:
+        db = Store.open(store, read_only=True)
+    except StoreNotFoundError as e:  # no store yet is nothing stored, not a bad option
+        sys.stderr.write(f"badput: error: {e}\n")
+        raise typer.Exit(3) from None
+    with db:
         metrics = [metric] if metric else db.metrics(benchmark)
         found = {m: history(db, benchmark, m) for m in metrics}
     if not any(found.values()):

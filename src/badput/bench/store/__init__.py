@@ -2,7 +2,10 @@
 
 SQLite by default (`DEFAULT_URL`, ``.badput/bench.sqlite``, or a path / ``sqlite:///PATH``),
 PostgreSQL for teams (``postgresql://...``; ``pip install 'badput[postgres]'``). One schema
-with numbered migrations (`MIGRATIONS`), recorded in ``schema_migrations``.
+with numbered migrations (`MIGRATIONS`), recorded in ``schema_migrations``. A store whose
+schema is newer than this badput knows (`SCHEMA_VERSION`) is refused, for reading and for
+writing, and never touched; every failure of the database comes out as one `StoreError` line
+that names the store.
 
 What is stored:
 
@@ -30,20 +33,25 @@ from badput.bench.store.model import (
     Point,
     ResultRow,
     RunRow,
+    StoreError,
     StoreInputError,
+    StoreNotFoundError,
 )
-from badput.bench.store.schema import MIGRATIONS
+from badput.bench.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = [
     "DEFAULT_URL",
     "MIGRATIONS",
     "PURPOSES",
+    "SCHEMA_VERSION",
     "SERIES_PURPOSES",
     "Point",
     "ResultRow",
     "RunRow",
     "Store",
+    "StoreError",
     "StoreInputError",
+    "StoreNotFoundError",
     "ab_runs",
     "analysis_run",
     "bench_run",

@@ -15,16 +15,10 @@ import os
 import statistics
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
-from badput.bench.store.dialect import (
-    Connection,
-    Cursor,
-    connect,
-    describe_error,
-    parse_url,
-)
+from badput.bench.store.dialect import Connection, Cursor, connect, parse_url
 from badput.bench.store.documents import ab_runs, analysis_run, bench_run, floats, meter_run
 from badput.bench.store.fingerprint import (
     environment_id,
@@ -38,16 +32,24 @@ from badput.bench.store.model import (
     Point,
     ResultRow,
     RunRow,
+    StoreError,
     StoreInputError,
+    StoreNotFoundError,
     canonical,
     now,
 )
-from badput.bench.store.schema import MIGRATIONS, render
-from badput.errors import UsageError
+from badput.bench.store.schema import MIGRATIONS, SCHEMA_VERSION, render
 
 __all__ = ["Store"]
 
 _TABLES = ("environment", "run", "result", "round_value", "verdict")
+_KNOWN = {v for v, _ in MIGRATIONS}
+#: The version the write probe inserts (and rolls back): no migration is ever numbered so.
+_PROBE_VERSION = -1
+# What failed, as messages say it: "PATH: cannot <this> (<the driver's reason>)".
+_OPEN = "open as a results store"
+_READ = "read the results store"
+_WRITE = "write the results store"
 #: Rows whose parent is missing: none, where foreign keys hold (checked on both engines).
 _ORPHANS = (
     "SELECT COUNT(*) FROM run WHERE environment_id NOT IN (SELECT id FROM environment)",
@@ -74,7 +76,13 @@ class Store:
     # ---- lifecycle -----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, url: str | os.PathLike[str] | None = None, *, timeout_s: float = 60.0) -> Store:
+    def open(
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        timeout_s: float = 60.0,
+        read_only: bool = False,
+    ) -> Store:
         """Open (creating and migrating as needed) the store at `url`.
 
         Args:
@@ -83,20 +91,96 @@ class Store:
                 extra). The database must exist; its tables are created on first use.
             timeout_s: How long a writer waits for a lock another one holds (SQLite busy
                 timeout, PostgreSQL lock_timeout).
+            read_only: Only to read. Nothing is created or written (a store older than this
+                badput is still migrated, as a writer would); a SQLite store that cannot be
+                written is read all the same. Otherwise the store is checked writable now, so
+                that a store that cannot take a write fails before the work whose results it
+                would record.
 
         Raises:
-            UsageError: an unsupported URL, a database that cannot be opened or reached, or
-                PostgreSQL without psycopg installed. Never shows a password.
+            StoreError: an unsupported URL, a database that cannot be opened, reached or (not
+                `read_only`) written, a store whose schema is newer than this badput knows
+                (nothing is written to it then), or PostgreSQL without psycopg installed.
+                Never shows a password.
+            StoreNotFoundError: `read_only` and no store there yet.
         """
         target = parse_url(url)
-        conn = connect(target, timeout_s=timeout_s)
+        conn = connect(target, timeout_s=timeout_s, read_only=read_only)
         store = cls(conn, target.shown)
         try:
-            store.migrate()
-        except conn.errors as e:
+            store._prepare(read_only=read_only)
+        except BaseException:
             conn.close()
-            raise UsageError(describe_error(target, e)) from None
+            raise
         return store
+
+    def _prepare(self, *, read_only: bool) -> None:
+        """Check the schema version; migrate, or make the connection refuse writes."""
+        dialect = self._conn.dialect
+        with self._errors(_OPEN):
+            applied = self._applied()
+        # Before anything that writes (even SQLite's journal mode, kept in the file): a newer
+        # badput's store may have changed in ways this code would write wrongly.
+        self._refuse_newer(applied)
+        if read_only and not applied:
+            raise StoreNotFoundError(f"{self.path}: no results store there (no badput tables)")
+        if not read_only or not applied >= _KNOWN:
+            with self._errors(_WRITE):
+                for statement in dialect.write_setup:
+                    self._conn.execute(statement).fetchall()
+            self.migrate()
+        if read_only:
+            if dialect.read_only_setup:
+                with self._errors(_OPEN):
+                    self._conn.execute(dialect.read_only_setup)
+        else:
+            self._probe_write()
+
+    def _probe_write(self) -> None:
+        """Raise StoreError unless a write would go through; writes nothing.
+
+        The database itself is asked, with a write that is rolled back: file permissions,
+        chattr +i, a read-only mount, a read-only PostgreSQL role or a hot standby all show
+        here, which os.access cannot tell (root passes it; the server is elsewhere).
+        """
+        with self._errors(_WRITE):
+            cur = self._conn.cursor()
+            cur.execute(self._conn.dialect.begin)
+            try:
+                cur.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                    (_PROBE_VERSION, now()),
+                )
+            finally:
+                self._rollback(cur)
+
+    def _refuse_newer(self, applied: set[int]) -> None:
+        newest = max(applied, default=0)
+        if newest > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {newest} is newer than this badput knows "
+                f"({SCHEMA_VERSION}); upgrade badput"
+            )
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Turn the driver's errors into a one-line StoreError naming the store.
+
+        Args:
+            doing: What failed, as the message says it: "cannot <doing> ..." .
+        """
+        try:
+            yield
+        except self._conn.errors as e:
+            raise StoreError(f"{self.path}: cannot {doing} ({self._conn.reason(e)})") from e
+
+    def _rollback(self, cur: Cursor) -> None:
+        """Roll back, quietly: the error that led here says more than a failed ROLLBACK would.
+
+        A failed ROLLBACK (no transaction left, a connection gone) has committed nothing.
+        """
+        with suppress(*self._conn.errors):
+            cur.execute("ROLLBACK")
 
     def close(self) -> None:
         """Close the connection."""
@@ -115,15 +199,27 @@ class Store:
         """One write transaction (taken at once, so that writers queue instead of deadlock).
 
         Commits on success, rolls back on any exception.
+
+        Raises:
+            StoreError: the database refused the write (read-only, locked, gone away); the
+                driver's error is its ``__cause__``.
         """
-        cur = self._conn.cursor()
-        cur.execute(self._conn.dialect.begin)
+        with self._errors(_WRITE):
+            cur = self._conn.cursor()
+            cur.execute(self._conn.dialect.begin)
         try:
             yield cur
+        except self._conn.errors as e:
+            self._rollback(cur)
+            raise StoreError(f"{self.path}: cannot {_WRITE} ({self._conn.reason(e)})") from e
         except BaseException:
-            cur.execute("ROLLBACK")
+            self._rollback(cur)
             raise
-        cur.execute("COMMIT")
+        try:
+            cur.execute("COMMIT")
+        except self._conn.errors as e:
+            self._rollback(cur)
+            raise StoreError(f"{self.path}: cannot {_WRITE} ({self._conn.reason(e)})") from e
 
     def _applied(self) -> set[int]:
         if not self._conn.execute(self._conn.dialect.has_table, ("schema_migrations",)).fetchall():
@@ -136,8 +232,15 @@ class Store:
 
         Safe to run from several processes at once: the migration transaction takes the
         write lock (SQLite) or an advisory lock (PostgreSQL) before it looks.
+
+        Raises:
+            StoreError: the store's schema is newer than this badput knows (nothing is
+                written), or the database refused the migration.
         """
-        if self._applied() >= {v for v, _ in MIGRATIONS}:
+        with self._errors(_OPEN):
+            applied = self._applied()
+        self._refuse_newer(applied)
+        if applied >= _KNOWN:
             return []
         dialect = self._conn.dialect
         done: list[int] = []
@@ -149,6 +252,8 @@ class Store:
                 "version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
             applied = {int(r[0]) for r in cur.execute("SELECT version FROM schema_migrations")}
+            # Looked at again under the lock: a newer badput may have migrated meanwhile.
+            self._refuse_newer(applied)
             for version, statements in MIGRATIONS:
                 if version in applied:
                     continue
@@ -163,16 +268,17 @@ class Store:
 
     def schema_version(self) -> int:
         """The highest applied migration."""
-        return max(self._applied(), default=0)
+        with self._errors(_READ):
+            return max(self._applied(), default=0)
 
     def integrity_ok(self) -> bool:
         """Whether no row lacks its parent and, on SQLite, the integrity checks pass."""
         if self._conn.dialect.name == "sqlite":
-            if self._conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+            if self._fetch("PRAGMA integrity_check")[0][0] != "ok":
                 return False
-            if self._conn.execute("PRAGMA foreign_key_check").fetchall():
+            if self._fetch("PRAGMA foreign_key_check"):
                 return False
-        return all(int(self._conn.execute(q).fetchone()[0]) == 0 for q in _ORPHANS)
+        return all(int(self._fetch(q)[0][0]) == 0 for q in _ORPHANS)
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -212,7 +318,7 @@ class Store:
                 env,
                 canonical(dict(software)),
                 __version__,
-                MIGRATIONS[-1][0],
+                SCHEMA_VERSION,
             ),
         )
         return int(cur.fetchone()[0]), run_uuid
@@ -285,6 +391,8 @@ class Store:
         soft = dict(software) if software is not None else software_versions()
         ids: list[str] = []
         with self.transaction() as cur:
+            # Under the write lock: a newer badput may have migrated since this store opened.
+            self._refuse_newer(self._applied())
             env = self._environment(cur, identity)
             for run in runs:
                 run_id, run_uuid = self._insert_run(cur, run, env, soft)
@@ -406,6 +514,11 @@ class Store:
 
     # ---- reading -------------------------------------------------------------------------
 
+    def _fetch(self, sql: str, params: Sequence[Any] | None = None) -> list[Any]:
+        """Every row of one query; the driver's errors (a damaged file, say) as StoreError."""
+        with self._errors(_READ):
+            return self._conn.execute(sql, params).fetchall()
+
     def series(
         self,
         benchmark: str,
@@ -434,7 +547,7 @@ class Store:
         if fingerprint is not None:
             sql += " AND run.environment_id = ?"
             args.append(fingerprint)
-        rows = self._conn.execute(sql + " ORDER BY run.id", args).fetchall()
+        rows = self._fetch(sql + " ORDER BY run.id", args)
         return [
             Point(
                 run_id=r[0],
@@ -455,44 +568,45 @@ class Store:
 
     def metrics(self, benchmark: str) -> list[str]:
         """The metrics stored for a benchmark, by name."""
-        rows = self._conn.execute(
+        rows = self._fetch(
             "SELECT DISTINCT metric FROM result WHERE benchmark = ? ORDER BY metric", (benchmark,)
-        ).fetchall()
+        )
         return [r[0] for r in rows]
 
     def environments(self) -> dict[str, str]:
         """Environment id -> human label."""
-        rows = self._conn.execute("SELECT id, label FROM environment ORDER BY first_seen")
+        rows = self._fetch("SELECT id, label FROM environment ORDER BY first_seen")
         return {r[0]: r[1] for r in rows}
 
     def count(self, table: str) -> int:
         """Rows in one of the store's tables."""
         if table not in _TABLES:
             raise ValueError(f"no table {table!r}")
-        return int(self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        return int(self._fetch(f"SELECT COUNT(*) FROM {table}")[0][0])
 
     def rounds(self, run_id: str, benchmark: str, metric: str) -> list[float]:
         """The round values of one result of a run (by the run's uuid)."""
-        rows = self._conn.execute(
+        rows = self._fetch(
             "SELECT round_value.value FROM round_value "
             "JOIN result ON result.id = round_value.result_id "
             "JOIN run ON run.id = result.run_id "
             "WHERE run.uuid = ? AND result.benchmark = ? AND result.metric = ? "
             "ORDER BY round_value.round",
             (run_id, benchmark, metric),
-        ).fetchall()
+        )
         return [float(r[0]) for r in rows]
 
     def verdicts(self) -> list[dict[str, Any]]:
         """Every stored A/B verdict, oldest first."""
-        cur = self._conn.execute(
-            "SELECT run.uuid, verdict.benchmark, verdict.metric, verdict.method, "
-            "verdict.params_json, verdict.effect, verdict.ci_low, verdict.ci_high, "
-            "verdict.p_value, verdict.p_adjusted, verdict.decision FROM verdict "
-            "JOIN run ON run.id = verdict.head_run_id ORDER BY verdict.id"
-        )
-        names = cur.columns
-        out = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        with self._errors(_READ):
+            cur = self._conn.execute(
+                "SELECT run.uuid, verdict.benchmark, verdict.metric, verdict.method, "
+                "verdict.params_json, verdict.effect, verdict.ci_low, verdict.ci_high, "
+                "verdict.p_value, verdict.p_adjusted, verdict.decision FROM verdict "
+                "JOIN run ON run.id = verdict.head_run_id ORDER BY verdict.id"
+            )
+            names = cur.columns
+            out = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         for v in out:
             v["head_run"] = v.pop("uuid")
             v["params"] = json.loads(v.pop("params_json"))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
+from badput.bench.store.model import StoreError, StoreNotFoundError
 from badput.bench.store.schema import POSTGRES_TYPES, SQLITE_TYPES
 from badput.errors import UsageError
 
@@ -55,6 +56,10 @@ class Dialect:
         begin: Starts a write transaction (SQLite takes its write lock at once).
         has_table: Returns a row when the table named by its one parameter exists.
         migration_lock: Run first in the migration transaction to serialize migrators ("" none).
+        write_setup: Run on a connection before its first write (SQLite's WAL mode, which is
+            written into the file, so never on a store opened only to read).
+        read_only_setup: Makes a connection refuse writes ("" none): a store opened to read
+            is never written, not even by mistake.
     """
 
     name: str
@@ -63,6 +68,8 @@ class Dialect:
     begin: str
     has_table: str
     migration_lock: str = ""
+    write_setup: tuple[str, ...] = ()
+    read_only_setup: str = ""
 
     def sql(self, statement: str, *, with_params: bool) -> str:
         """`statement` (written with ``?`` placeholders) in this dialect's paramstyle."""
@@ -79,6 +86,8 @@ SQLITE = Dialect(
     "?",
     "BEGIN IMMEDIATE",
     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+    write_setup=("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"),
+    read_only_setup="PRAGMA query_only = ON",
 )
 POSTGRES = Dialect(
     "postgresql",
@@ -87,6 +96,7 @@ POSTGRES = Dialect(
     "BEGIN",
     "SELECT 1 WHERE to_regclass(?) IS NOT NULL",
     migration_lock=f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})",
+    read_only_setup="SET default_transaction_read_only = on",
 )
 
 
@@ -132,12 +142,30 @@ class Cursor:
 class Connection:
     """An open database connection (autocommit; transactions are begun explicitly)."""
 
-    def __init__(self, raw: Any, dialect: Dialect, errors: tuple[type[Exception], ...]) -> None:
-        """Wrap a DB-API connection of `dialect`, whose driver raises `errors`."""
+    def __init__(
+        self,
+        raw: Any,
+        dialect: Dialect,
+        errors: tuple[type[Exception], ...],
+        secrets: Sequence[str] = (),
+    ) -> None:
+        """Wrap a DB-API connection of `dialect`, whose driver raises `errors`.
+
+        Args:
+            raw: The DB-API connection.
+            dialect: Its SQL dialect.
+            errors: The driver's exception classes.
+            secrets: Strings never to show in a message (the password of the store's URL).
+        """
         self.raw = raw
         self.dialect = dialect
         #: The driver's exception classes (for callers that turn them into messages).
         self.errors = errors
+        self._secrets = tuple(secrets)
+
+    def reason(self, error: BaseException) -> str:
+        """A driver error as one line, without the password of the store's URL."""
+        return _one_line(error, self._secrets)
 
     def cursor(self) -> Cursor:
         """A new cursor."""
@@ -235,22 +263,86 @@ def _one_line(error: BaseException, secrets: Sequence[str] = ()) -> str:
     return text
 
 
-def _connect_sqlite(target: Target, timeout_s: float) -> Connection:
-    path = target.location
-    if path != ":memory:":
-        try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"{path}: cannot create the store's directory ({e})") from None
+def _sqlite_open(database: str, timeout_s: float, *, uri: bool = False) -> sqlite3.Connection:
+    """A SQLite connection with the store's per-connection settings, its file opened."""
+    raw = sqlite3.connect(database, timeout=timeout_s, isolation_level=None, uri=uri)
     try:
-        raw = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
         raw.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        raw.execute("PRAGMA journal_mode = WAL")
-        raw.execute("PRAGMA synchronous = NORMAL")
         raw.execute("PRAGMA foreign_keys = ON")
-    except sqlite3.DatabaseError as e:
-        raise UsageError(f"{path}: cannot open as a results store ({e})") from None
-    return Connection(raw, SQLITE, (sqlite3.DatabaseError,))
+        # SQLite opens the file lazily: read once, so that a file that cannot be opened or is
+        # not a database fails here, with its name, rather than in the first query.
+        raw.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        raw.close()
+        raise
+    return raw
+
+
+def _sqlite_read_only(path: str, timeout_s: float) -> sqlite3.Connection:
+    """A read-only connection to a store SQLite could not open read-write.
+
+    The usual cause is a read-only directory: a WAL-mode reader needs the ``-shm`` file beside
+    the store, and cannot create it there. ``mode=ro`` works when the journal files are already
+    there; ``immutable=1`` (no journal, no locks) when they are not, which is safe only while
+    nothing is left in a ``-wal`` file: it would be ignored, so then there is no fallback.
+    """
+    uri = Path(path).resolve().as_uri()
+    tries = [f"{uri}?mode=ro"]
+    wal = Path(f"{path}-wal")
+    if not wal.exists() or wal.stat().st_size == 0:
+        tries.append(f"{uri}?immutable=1")
+    error: sqlite3.Error | None = None
+    for database in tries:
+        try:
+            return _sqlite_open(database, timeout_s, uri=True)
+        except sqlite3.Error as e:
+            error = e
+    assert error is not None
+    raise error
+
+
+def _sqlite_problem(path: str, error: sqlite3.Error, *, read_only: bool) -> str:
+    """Why a SQLite store cannot be opened, in one line that names it."""
+    folder = os.path.dirname(path) or "."
+    if not read_only and not os.access(folder, os.W_OK):
+        # A store is written with a journal beside it (-wal, -shm): its directory must be
+        # writable too, which SQLite's own message ("unable to open database file") hides.
+        return (
+            f"{path}: cannot write the results store: its directory {folder} is read-only, "
+            "and SQLite keeps the store's journal there"
+        )
+    return f"{path}: cannot open as a results store ({_one_line(error)})"
+
+
+def _connect_sqlite(target: Target, timeout_s: float, read_only: bool) -> Connection:
+    path = target.location
+    memory = path == ":memory:"
+    if not memory:
+        if os.path.isdir(path):
+            raise StoreError(f"{path}: is a directory, not a results store")
+        if read_only and not os.path.exists(path):
+            # Reading never creates a store (nor its directory): a mistyped path says so.
+            raise StoreNotFoundError(f"{path}: no results store there (no such file)")
+        if not read_only:
+            if os.path.exists(path) and not os.access(path, os.W_OK):
+                # Said before SQLite opens it: SQLite would open it read-only without a word
+                # and leave its -wal and -shm files beside it. (os.access sees chattr +i and
+                # read-only mounts even for root; the write probe catches the rest.)
+                raise StoreError(f"{path}: cannot write the results store (the file is read-only)")
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"{path}: cannot create the store's directory ({e})") from None
+    try:
+        raw = _sqlite_open(path, timeout_s)
+    except sqlite3.Error as e:
+        if not read_only or memory:
+            raise StoreError(_sqlite_problem(path, e, read_only=read_only)) from e
+        try:
+            raw = _sqlite_read_only(path, timeout_s)
+        except sqlite3.Error:
+            raise StoreError(_sqlite_problem(path, e, read_only=True)) from e
+    return Connection(raw, SQLITE, (sqlite3.Error,))
 
 
 def _connect_postgres(target: Target, timeout_s: float) -> Connection:
@@ -258,7 +350,7 @@ def _connect_postgres(target: Target, timeout_s: float) -> Connection:
         import psycopg
         from psycopg.types.string import TextLoader
     except ImportError:
-        raise UsageError(
+        raise StoreError(
             f"{target.shown}: a PostgreSQL store needs psycopg 3: {INSTALL_HINT}"
         ) from None
     extra: dict[str, Any] = {}
@@ -268,7 +360,7 @@ def _connect_postgres(target: Target, timeout_s: float) -> Connection:
         raw = psycopg.connect(target.location, autocommit=True, **extra)
     except psycopg.Error as e:
         reason = _one_line(e, _secrets(target.location))
-        raise UsageError(
+        raise StoreError(
             f"{target.shown}: cannot connect to the results store ({reason})"
         ) from None
     # JSON columns come back as their text, as they do from SQLite.
@@ -280,19 +372,26 @@ def _connect_postgres(target: Target, timeout_s: float) -> Connection:
     except psycopg.Error as e:
         raw.close()
         reason = _one_line(e, _secrets(target.location))
-        raise UsageError(f"{target.shown}: cannot open as a results store ({reason})") from None
-    return Connection(raw, POSTGRES, (psycopg.Error,))
+        raise StoreError(f"{target.shown}: cannot open as a results store ({reason})") from None
+    return Connection(raw, POSTGRES, (psycopg.Error,), _secrets(target.location))
 
 
-def connect(target: Target, *, timeout_s: float = 60.0) -> Connection:
+def connect(target: Target, *, timeout_s: float = 60.0, read_only: bool = False) -> Connection:
     """Open a connection to the store at `target`.
 
+    Args:
+        target: The store.
+        timeout_s: How long a writer waits for a lock another one holds.
+        read_only: Only to read: a missing SQLite store is not created, and one that cannot
+            be opened read-write (a read-only directory) is opened read-only.
+
     Raises:
-        UsageError: the database cannot be opened or reached, or its driver is not installed.
+        StoreError: the database cannot be opened or reached, or its driver is not installed.
+        StoreNotFoundError: `read_only` and no SQLite store at that path.
     """
     if target.dialect is POSTGRES:
         return _connect_postgres(target, timeout_s)
-    return _connect_sqlite(target, timeout_s)
+    return _connect_sqlite(target, timeout_s, read_only)
 
 
 def describe_error(target: Target, error: BaseException) -> str:

@@ -18,6 +18,17 @@ class StoreInputError(UsageError):
     """A document to record is malformed (missing keys, wrong types): nothing was written."""
 
 
+class StoreError(UsageError):
+    """The store cannot be used: unreachable, unwritable, damaged, or from a newer badput.
+
+    The message is one line that names the store (its path, or its URL without a password).
+    """
+
+
+class StoreNotFoundError(StoreError):
+    """A store opened only to read does not exist yet (reading never creates one)."""
+
+
 @dataclass
 class ResultRow:
     """One (benchmark, metric) of a run, before it is written.

@@ -7,7 +7,7 @@ map (`SQLITE_TYPES`, `POSTGRES_TYPES`). Applied versions are recorded in `schema
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "POSTGRES_TYPES", "SQLITE_TYPES", "render"]
+__all__ = ["MIGRATIONS", "POSTGRES_TYPES", "SCHEMA_VERSION", "SQLITE_TYPES", "render"]
 
 #: SQLite: rowid primary keys, REAL floats, JSON as TEXT.
 SQLITE_TYPES = {"pk": "INTEGER PRIMARY KEY", "float": "REAL", "json": "TEXT"}
@@ -85,6 +85,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
 ]
+
+#: The newest schema this badput knows; a store recording a higher version is refused.
+SCHEMA_VERSION = max(v for v, _ in MIGRATIONS)
 
 
 def render(statement: str, types: dict[str, str]) -> str:
