@@ -26,6 +26,7 @@ from badput.analysis.results import (
     StepResult,
     Timeline,
     WindowSource,
+    ratio,
 )
 from badput.analysis.steps import Launches, Steps, cpu_steps, gpu_steps
 from badput.errors import UsageError
@@ -247,6 +248,14 @@ def _analyze_device(
     kernels, kernel_ns, short_ns = _kernel_table(trace, gpu & (ts >= w0) & (ts < w1))
     comm_total = comm_all.intersect(window)
     window_ns = w1 - w0
+    warnings += _degenerate_warnings(
+        bool((end[gpu_rows] > ts[gpu_rows]).any()),
+        step_results,
+        window_ns,
+        source,
+        breakdown,
+        causes,
+    )
     return DeviceAnalysis(
         trace=trace.path,
         rank=trace.rank,
@@ -256,7 +265,8 @@ def _analyze_device(
         window_start_ns=w0,
         window_ns=window_ns,
         window_source=source,
-        goodput=breakdown.compute_ns / window_ns if window_ns > 0 else None,
+        # A window of zero length has no share of anything: undefined, not 0 %.
+        goodput=ratio(breakdown.compute_ns, window_ns),
         breakdown=breakdown,
         idle_causes=causes,
         comm=CommSummary(comm_total.total_ns(), comm_total.intersect(compute_set).total_ns()),
@@ -281,6 +291,43 @@ def _analyze_device(
             host_cpu=host.cpu,
         ),
     )
+
+
+def _degenerate_warnings(
+    gpu_time: bool,
+    steps: list[StepResult],
+    window_ns: int,
+    source: WindowSource,
+    breakdown: Breakdown,
+    causes: IdleCauses,
+) -> list[str]:
+    """What a reader must know when the trace leaves a number undefined or empty.
+
+    The numbers themselves stay as defined (goodput None on a zero-length window, zeros
+    elsewhere); these lines say why, in the report and in the JSON alike.
+
+    Args:
+        gpu_time: whether any kernel, memcpy or memset of the GPU has a positive duration.
+        steps: the analysed steps.
+        window_ns: length of the window.
+        source: where the window came from.
+        breakdown: partition of the window.
+        causes: partition of its idle part.
+    """
+    out: list[str] = []
+    if not gpu_time:
+        out.append(
+            "every kernel, memcpy and memset on this GPU has zero duration: the trace records "
+            "no GPU time"
+        )
+    if steps and all(s.dur_ns == 0 for s in steps):
+        out.append("every step has zero duration: per-step numbers are undefined")
+    if window_ns == 0 and source is not WindowSource.NONE:
+        # (WindowSource.NONE already has its warning: no step in the --window range.)
+        out.append("the analysis window has zero length: goodput is undefined")
+    elif gpu_time and window_ns > 0 and breakdown.busy_ns == 0 and causes.other_ns == window_ns:
+        out.append("the window holds no GPU or host activity of the trace")
+    return out
 
 
 def _kernel_table(trace: Trace, rows_mask: B) -> tuple[list[KernelStat], int, int]:

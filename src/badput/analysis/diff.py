@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from badput.analysis.results import DeviceAnalysis, KernelStat
+from badput.analysis.results import DeviceAnalysis, KernelStat, ratio
 
 __all__ = [
     "MIN_DELTA_NS",
@@ -79,10 +79,11 @@ class KernelChange:
 
     @property
     def rel_change(self) -> float | None:
-        """Relative change of time per step; None for an operation that did not run before."""
-        if self.per_step_before_ns == 0:
-            return None
-        return self.delta_per_step_ns / self.per_step_before_ns
+        """Relative change of time per step; None where it took no time before.
+
+        That is an operation that did not run before, or ran in zero time (undefined ratio).
+        """
+        return ratio(self.delta_per_step_ns, self.per_step_before_ns)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class DeviceDiff:
         per: "step" when times are per analysed step, "window" for a device without steps.
         steps_before: analysed steps in BEFORE.
         steps_after: analysed steps in AFTER.
-        goodput_before: compute / window before; None without GPU activity.
+        goodput_before: compute / window before; None without GPU activity or where the
+            window has zero length.
         goodput_after: the same after.
         breakdown: compute, communication, memory, idle per step.
         idle_causes: runtime, dataloader, cpu, other per step.
@@ -172,6 +174,19 @@ def _kernel_change(
     )
 
 
+def _moved(c: KernelChange, min_rel_change: float, min_delta_ns: float) -> bool:
+    """Whether a kernel in both traces moved past both thresholds.
+
+    A kernel can run before in zero time (a trace whose durations are all zero): its relative
+    change is then undefined, and infinite for any move, so only the absolute threshold
+    decides.
+    """
+    if c.delta_per_step_ns == 0 or abs(c.delta_per_step_ns) < min_delta_ns:
+        return False  # (an unmoved kernel is unchanged even with a threshold of 0)
+    rel = c.rel_change
+    return rel is None or abs(rel) >= min_rel_change
+
+
 def diff_device(
     before: DeviceAnalysis,
     after: DeviceAnalysis,
@@ -224,9 +239,7 @@ def diff_device(
     unchanged = 0
     for key in kb.keys() & ka.keys():
         c = _kernel_change(kb[key], ka[key], nb, na)
-        rel = c.rel_change
-        assert rel is not None  # it ran before, so its time per step is positive
-        if abs(c.delta_per_step_ns) >= min_delta_ns and abs(rel) >= min_rel_change:
+        if _moved(c, min_rel_change, min_delta_ns):
             (slower if c.delta_per_step_ns > 0 else faster).append(c)
         else:
             unchanged += 1

@@ -18,7 +18,23 @@ __all__ = [
     "StepResult",
     "Timeline",
     "WindowSource",
+    "ratio",
 ]
+
+
+def ratio(part: float, whole: float) -> float | None:
+    """`part / whole`, or None where the ratio is undefined (`whole` zero or negative).
+
+    Shares of a window, a step or a total divide by a length the trace chose: a trace whose
+    events all have zero duration, or that happen at one instant, makes it zero. None says
+    "not defined" where 0.0 would claim a measurement, and it stays valid JSON (`null`)
+    where NaN would not.
+
+    Example:
+        >>> ratio(1, 4), ratio(3, 0)
+        (0.25, None)
+    """
+    return part / whole if whole > 0 else None
 
 
 @dataclass(frozen=True)
@@ -79,7 +95,7 @@ class KernelStat:
     @property
     def mean_ns(self) -> float:
         """Mean duration."""
-        return self.total_ns / self.count if self.count else 0.0
+        return self.total_ns / self.count if self.count > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -139,7 +155,8 @@ class DeviceAnalysis:
         window_start_ns: start of the analysed window.
         window_ns: length of the window.
         window_source: how the window was chosen.
-        goodput: compute / window; None without GPU activity.
+        goodput: compute / window; None without GPU activity or where the window has zero
+            length (`goodput_undefined_reason` says which).
         breakdown: partition of the window.
         idle_causes: partition of the idle part.
         comm: communication totals.
@@ -174,7 +191,18 @@ class DeviceAnalysis:
     @property
     def short_kernel_share(self) -> float | None:
         """Share of kernel time spent in kernels shorter than 10 us."""
-        return self.short_kernel_ns / self.kernel_ns if self.kernel_ns else None
+        return ratio(self.short_kernel_ns, self.kernel_ns)
+
+    @property
+    def goodput_undefined_reason(self) -> str | None:
+        """Why `goodput` is None, in words for a report; None where it is defined."""
+        if self.goodput is not None:
+            return None
+        if self.device < 0:
+            return "no GPU activity in this trace"
+        if self.window_source is WindowSource.NONE:
+            return "no step in the requested --window range"
+        return "the analysis window has zero length"
 
     def step_time_stats_ns(self) -> tuple[float, float, int] | None:
         """Mean, median and max step duration; None without steps."""

@@ -125,11 +125,15 @@ def diagnose_device(trace: Trace, analysis: DeviceAnalysis) -> list[Finding]:
         analysis: one GPU's analysis, with its timeline.
 
     Returns:
-        Its findings, largest savings first; none for a GPU without activity.
+        Its findings, largest savings first; none where nothing can be said: a GPU without
+        activity, a zero-length window, steps of zero duration, no recorded GPU time, or a
+        window with nothing recorded in it (`DeviceContext.undiagnosable`).
     """
     if analysis.goodput is None or analysis.timeline is None:
         return []
     ctx = DeviceContext(trace, analysis)
+    if ctx.undiagnosable is not None:
+        return []
     return _rank([f for rule in DEVICE_RULES if rule.check and (f := rule.check(ctx))])
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.analysis.intervals import IntervalSet
-from badput.analysis.results import DeviceAnalysis, Timeline
+from badput.analysis.results import DeviceAnalysis, Timeline, ratio
 from badput.diagnose.findings import RULES, Evidence, Finding, severity_of
 from badput.trace.model import EventKind, Trace
 
@@ -68,6 +68,32 @@ class DeviceContext:
     def per_step(self, total_ns: float) -> float:
         """A window total as a per-step mean."""
         return total_ns / self.n_steps
+
+    def share(self, per_step_ns: float) -> float | None:
+        """A per-step time as a share of the mean step; None where the mean step is 0."""
+        return ratio(per_step_ns, self.step_ns)
+
+    @functools.cached_property
+    def undiagnosable(self) -> str | None:
+        """Why no rule can say anything about this GPU; None when the rules may run.
+
+        Every rule is a what-if on the GPU's measured time, reported per step and as a share of
+        the step. Without a window, without step time, without any recorded GPU time, or with
+        nothing recorded in the window, whatever it found would describe the gaps of a broken
+        (or mis-windowed) trace, not the workload: better no finding than a false one.
+        """
+        d = self.analysis
+        if d.timeline is None or d.goodput is None or d.window_ns <= 0:
+            return "the window has zero length"
+        if self.step_ns <= 0:
+            return "every step has zero duration"
+        gpu = self.trace.mask(EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
+        gpu &= self.trace.device == d.device
+        if not bool((self.trace.dur_ns[gpu] > 0).any()):
+            return "the trace records no GPU time on this GPU"
+        if d.breakdown.busy_ns == 0 and d.idle_causes.other_ns == d.window_ns:
+            return "the window holds no GPU or host activity"
+        return None
 
     @functools.cached_property
     def in_window(self) -> npt.NDArray[np.bool_]:
@@ -147,7 +173,9 @@ class DeviceContext:
     ) -> Finding | None:
         """A finding of `rule_id` if its savings are worth reporting (or `floor` is set)."""
         rule = RULES[rule_id]
-        share = savings_ns / self.step_ns if self.step_ns > 0 else 0.0
+        share = self.share(savings_ns)
+        if share is None:
+            return None  # no step time to compare with (`undiagnosable` keeps rules away)
         severity = severity_of(share) or floor
         if severity is None:
             return None

@@ -2,7 +2,9 @@
 
 `badput analyze --min-goodput F --max-step-time-ms MS` evaluates these after the analysis and
 exits 1 when one fails. A GPU with nothing to measure fails its gate: a gate that passes
-because nothing was measured would let a broken profiling run through CI.
+because nothing was measured would let a broken profiling run through CI. Nothing measured
+is: no GPU activity or a zero-length window (goodput n/a), no steps, or steps that all last
+zero time (no step time).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class GateCheck:
         gate: The option, e.g. ``--min-goodput``.
         where: Which GPU, e.g. ``rank 3 GPU 0``.
         limit: The threshold, formatted.
-        measured: The measured value, formatted ("undefined" when there is none).
+        measured: The measured value, formatted ("n/a" or "no steps" when there is none).
         passed: Whether the GPU meets the gate.
         message: One line saying what failed and by how much (empty when passed).
     """
@@ -51,8 +53,12 @@ def _where(d: DeviceAnalysis) -> str:
 def _goodput(d: DeviceAnalysis, where: str, minimum: float) -> GateCheck:
     limit = f">= {100 * minimum:.1f} %"
     if d.goodput is None:
-        why = f"{where}: goodput is undefined (no GPU activity), {MIN_GOODPUT} {minimum:g}"
-        return GateCheck(MIN_GOODPUT, where, limit, "undefined", False, why)
+        # Nothing measured fails: a broken profiling run must not pass CI.
+        why = (
+            f"{where}: goodput is n/a ({d.goodput_undefined_reason}), so it cannot reach "
+            f"{MIN_GOODPUT} {minimum:g}"
+        )
+        return GateCheck(MIN_GOODPUT, where, limit, "n/a", False, why)
     ok = d.goodput >= minimum
     why = (
         ""
@@ -72,6 +78,13 @@ def _step_time(d: DeviceAnalysis, where: str, maximum_ms: float) -> GateCheck:
             f"{MAX_STEP_TIME} {maximum_ms:g}"
         )
         return GateCheck(MAX_STEP_TIME, where, limit, "no steps", False, why)
+    if stats[2] == 0:
+        # Steps that all last zero time measured nothing: like no steps, they fail the gate.
+        why = (
+            f"{where}: every step has zero duration, so no step time to check against "
+            f"{MAX_STEP_TIME} {maximum_ms:g}"
+        )
+        return GateCheck(MAX_STEP_TIME, where, limit, "n/a", False, why)
     median_ms = stats[1] / 1e6
     ok = median_ms <= maximum_ms
     over = median_ms - maximum_ms

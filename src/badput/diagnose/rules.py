@@ -31,8 +31,9 @@ def _register(rule: Rule) -> Callable[[Callable[[DeviceContext], Finding | None]
     return wrap
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.1f} %"
+def _pct(share: float | None) -> str:
+    # None: no step time to take a share of (such a GPU is not diagnosed; this is a backstop).
+    return "n/a" if share is None else f"{100 * share:.1f} %"
 
 
 # ---- data-loading ---------------------------------------------------------------------------
@@ -85,7 +86,7 @@ def data_loading(ctx: DeviceContext) -> Finding | None:
             "num_workers is 0 (the trace shows _SingleProcessDataLoaderIter): set "
             "DataLoader(num_workers=N), N up to the CPU cores per GPU."
         )
-    share = savings / ctx.step_ns
+    share = ctx.share(savings)
     return ctx.finding(
         "data-loading",
         f"GPU idles {savings / 1e6:,.1f} ms per step ({_pct(share)}) waiting on the DataLoader",
@@ -145,7 +146,7 @@ def synchronization(ctx: DeviceContext) -> Finding | None:
     return ctx.finding(
         "synchronization",
         f"{rows.shape[0] / ctx.n_steps:,.1f} host synchronizations per step drain the GPU "
-        f"queue: {savings / 1e6:,.2f} ms idle per step ({_pct(savings / ctx.step_ns)})",
+        f"queue: {savings / 1e6:,.2f} ms idle per step ({_pct(ctx.share(savings))})",
         savings,
         {
             "syncs_per_step": Evidence(round(rows.shape[0] / ctx.n_steps, 2)),
@@ -221,7 +222,7 @@ def host_overhead(ctx: DeviceContext) -> Finding | None:
     return ctx.finding(
         "host-overhead",
         f"GPU starved by the host: {savings / 1e6:,.2f} ms idle per step "
-        f"({_pct(savings / ctx.step_ns)}) between kernels while the host runs Python, ops "
+        f"({_pct(ctx.share(savings))}) between kernels while the host runs Python, ops "
         "and launches",
         savings,
         evidence,
@@ -280,7 +281,7 @@ def pageable_memcpy(ctx: DeviceContext) -> Finding | None:
     return ctx.finding(
         "pageable-memcpy",
         f"{rows.shape[0] / ctx.n_steps:,.1f} copies per step from pageable memory: "
-        f"{savings / 1e6:,.2f} ms exposed per step ({_pct(savings / ctx.step_ns)})",
+        f"{savings / 1e6:,.2f} ms exposed per step ({_pct(ctx.share(savings))})",
         savings,
         evidence,
     )
@@ -337,7 +338,7 @@ def exposed_communication(ctx: DeviceContext) -> Finding | None:
         evidence["largest_collective"] = Evidence(collectives[0].name[:120])
     return ctx.finding(
         "exposed-communication",
-        f"{savings / 1e6:,.2f} ms per step ({_pct(savings / ctx.step_ns)}) of communication "
+        f"{savings / 1e6:,.2f} ms per step ({_pct(ctx.share(savings))}) of communication "
         "is not hidden under compute",
         savings,
         evidence,

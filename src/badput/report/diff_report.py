@@ -20,6 +20,7 @@ from badput.analysis.diff import (
 from badput.report.json_report import us
 from badput.report.text import _short
 from badput.report.units import format_ms as _ms
+from badput.report.units import format_share
 
 __all__ = ["SCHEMA", "diff_document", "render_diff"]
 
@@ -115,10 +116,6 @@ def _signed_ms(ns: float) -> str:
     return f"{ns / 1e6:+,.2f}"
 
 
-def _gp(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f} %"
-
-
 def _kernel_table(title: str, items: list[KernelChange], top: int) -> Table:
     t = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
     t.add_column("GPU operation", no_wrap=True, overflow="ellipsis", max_width=50)
@@ -146,7 +143,9 @@ def _render_device(d: DeviceDiff, console: Console, top: int) -> None:
     console.print(f"after:  {d.trace_after} ({d.steps_after} steps)")
     delta = d.goodput_delta
     dtext = "" if delta is None else f"  ({100 * delta:+.1f} points)"
-    console.print(Text(f"goodput {_gp(d.goodput_before)} → {_gp(d.goodput_after)}{dtext}"))
+    console.print(
+        Text(f"goodput {format_share(d.goodput_before)} → {format_share(d.goodput_after)}{dtext}")
+    )
     t = Table(box=None, pad_edge=False, header_style="bold")
     t.add_column(f"ms per {d.per}")
     t.add_column("before", justify="right")

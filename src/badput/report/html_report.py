@@ -22,11 +22,11 @@ from badput import __version__
 from badput.analysis.diff import DeviceDiff, TraceDiff
 from badput.analysis.memory import MemoryTimeline
 from badput.analysis.ranks import RankSummary
-from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
+from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses, ratio
 from badput.analysis.segments import SEGMENT_KINDS, StepSegments
 from badput.diagnose import Finding, JobResult
 from badput.report.json_report import memory_of
-from badput.report.units import format_bytes
+from badput.report.units import NOT_AVAILABLE, format_bytes, format_share
 from badput.report.units import format_ms as _ms
 
 __all__ = ["PAGE_CSS", "PARTS", "html_table", "memory_plot", "render_diff_html", "render_html"]
@@ -320,11 +320,16 @@ def _device(
     rank = f" · rank {d.rank}/{d.world_size}" if d.rank is not None else ""
     out = [f'<section class="device"><h2>{_e(os.path.basename(d.trace))} · {_e(gpu)}{rank}</h2>']
     if d.goodput is None:
-        out.append("<p>No GPU activity in this trace: goodput is undefined.</p></section>")
+        out.append(
+            f'<p>goodput <b class="goodput">{NOT_AVAILABLE}</b>: '
+            f"{_e(d.goodput_undefined_reason)}</p>"
+        )
+        out += [f'<p class="note">note: {_e(w)}</p>' for w in d.warnings]
+        out.append("</section>")
         return "".join(out)
     window = parts_ns(d.breakdown, d.idle_causes)
     out.append(
-        f'<p>goodput <b class="goodput">{100 * d.goodput:.1f} %</b> of a '
+        f'<p>goodput <b class="goodput">{format_share(d.goodput)}</b> of a '
         f"{_ms(d.window_ns)} ms window</p>"
     )
     out.append(_stacked_bars([("window", window, d.window_ns)], "window-bar", "window breakdown"))
@@ -416,9 +421,9 @@ def summary_numbers(job: JobResult) -> dict[str, object]:
     top_key = max(badput, key=lambda k: badput[k]) if devices else None
     steps = [s.dur_ns for d in devices for s in d.steps]
     return {
-        "goodput": totals["compute"] / window if window else None,
+        "goodput": ratio(totals["compute"], window),
         "top_badput": top_key,
-        "top_badput_share": badput[top_key] / window if top_key and window else None,
+        "top_badput_share": ratio(badput[top_key], window) if top_key else None,
         "step_median_ns": statistics.median(steps) if steps else None,
         "gpus": sorted({d.gpu for d in devices if d.gpu}),
     }
@@ -433,7 +438,7 @@ def _cards(job: JobResult) -> str:
     gpus = n["gpus"]
     assert isinstance(gpus, list)
     cards = [
-        ("goodput", f"{100 * goodput:.1f} %" if isinstance(goodput, float) else "–"),
+        ("goodput", format_share(goodput if isinstance(goodput, float) else None)),
         (
             "top badput",
             f"{_e(_LABELS[str(top_key)])} ({100 * share:.1f} %)"
@@ -549,11 +554,7 @@ def _diff_device(d: DeviceDiff, top: int) -> str:
     def signed(ns: float) -> str:
         return f"{'+' if ns >= 0 else '−'}{_ms(abs(ns))}"
 
-    gp = (
-        f"{100 * d.goodput_before:.1f} % → {100 * d.goodput_after:.1f} %"
-        if d.goodput_before is not None and d.goodput_after is not None
-        else "–"
-    )
+    gp = f"{format_share(d.goodput_before)} → {format_share(d.goodput_after)}"
     rows = [
         (_e(c.name), _ms(c.before_ns), _ms(c.after_ns), signed(c.delta_ns))
         for c in [*d.breakdown, *d.idle_causes, *(x for x in (d.step_mean, d.step_median) if x)]

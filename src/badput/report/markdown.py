@@ -43,6 +43,7 @@ from badput.report.text import (
     memory_summary,
     rank_cells,
 )
+from badput.report.units import NOT_AVAILABLE, format_share
 from badput.report.units import format_ms as _ms
 
 __all__ = [
@@ -128,12 +129,12 @@ def _finding_lines(findings: list[Finding], with_where: bool = False) -> list[st
 def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> list[str]:
     lines = [f"### {_device_label(d)}", ""]
     if d.goodput is None:
-        lines.append("No GPU activity in this trace: goodput is undefined.")
+        lines.append(f"**Goodput {NOT_AVAILABLE}**: {md_escape(d.goodput_undefined_reason or '')}.")
         lines += [f"- note: {md_escape(w)}" for w in d.warnings[:_MAX_NOTES]]
         return [*lines, ""]
     steps = f"{len(d.steps)} steps, " if d.steps else ""
     lines.append(
-        f"**Goodput {100 * d.goodput:.1f} %** · window {_ms(d.window_ns)} ms "
+        f"**Goodput {format_share(d.goodput)}** · window {_ms(d.window_ns)} ms "
         f"({steps}{_WINDOW_SOURCE[d.window_source]})"
     )
     lines.append("")
@@ -188,9 +189,9 @@ def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> lis
 
 
 def _value(category: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    return f"{100 * v:.1f} %" if category == "goodput" else _ms(v)
+    if category == "goodput":
+        return format_share(v)
+    return "–" if v is None else _ms(v)
 
 
 def _rank_section(job: JobResult, cross: CrossRank) -> list[str]:
@@ -243,7 +244,9 @@ def _headline(devices: list[DeviceAnalysis]) -> str:
     """One line: the goodput of the one GPU, or the median and range over several."""
     known = [d for d in devices if d.goodput is not None]
     if not known:
-        return "**Goodput undefined**: no GPU activity in the analysed traces."
+        why = devices[0].goodput_undefined_reason if len(devices) == 1 else None
+        why = why or "no GPU with a defined goodput in the analysed traces"
+        return f"**Goodput {NOT_AVAILABLE}**: {md_escape(why)}."
     if len(devices) == 1:
         d = known[0]
         stats = d.step_time_stats_ns()

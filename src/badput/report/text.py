@@ -15,6 +15,7 @@ from badput.analysis.comm import link_peak_gbps
 from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
 from badput.diagnose import Diagnosis, Finding, JobResult, Rule, diagnose_job, outcome_of
+from badput.report.units import NOT_AVAILABLE, format_share
 from badput.report.units import format_ms as _ms
 from badput.trace.model import Trace
 
@@ -166,7 +167,13 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
     head.append(f"{os.path.basename(d.trace)}", style="bold")
     head.append(f" · {gpu}{rank}\n")
     if d.goodput is None:
-        head.append("No GPU activity in this trace: goodput is undefined.\n", style="yellow")
+        head.append(f"Goodput {NOT_AVAILABLE}: {d.goodput_undefined_reason}.\n", style="yellow")
+        if d.device >= 0:
+            steps = f"{len(d.steps)} steps, " if d.steps else ""
+            head.append(
+                f"window {_ms(d.window_ns)} ms ({steps}{_WINDOW_SOURCE[d.window_source]})\n",
+                style="dim",
+            )
         for w in d.warnings:
             head.append(f"note: {w}\n", style="yellow")
         return Group(head)
@@ -175,7 +182,7 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
         f"window {_ms(d.window_ns)} ms ({steps}{_WINDOW_SOURCE[d.window_source]})\n", style="dim"
     )
     head.append("\nGoodput ", style="bold")
-    head.append(f"{100 * d.goodput:.1f} %", style="bold green")
+    head.append(format_share(d.goodput), style="bold green")
     head.append("   ")
     head.append_text(_bar(d))
     head.append("\n")
@@ -368,9 +375,9 @@ _EXTREME_LABELS = {
 
 
 def _value(category: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    return f"{100 * v:.1f} %" if category == "goodput" else _ms(v)
+    if category == "goodput":
+        return format_share(v)
+    return "–" if v is None else _ms(v)
 
 
 def _rank_section(job: JobResult, cross: CrossRank, per_gpu_shown: bool) -> Group:
@@ -472,7 +479,7 @@ def rank_cells(s: RankSummary, cross: CrossRank) -> list[str]:
     score = cross.scores.get(s.rank) if s.rank is not None else None
     return [
         str(s.rank),
-        f"{100 * s.goodput:.1f} %" if s.goodput is not None else "–",
+        format_share(s.goodput),
         _pct(b.communication_ns, win),
         _pct(b.memory_ns, win),
         _pct(b.idle_ns, win),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "format_ms"]
+__all__ = ["NOT_AVAILABLE", "format_bytes", "format_ms", "format_share"]
+
+#: What a report shows for a share the trace leaves undefined (JSON: null).
+NOT_AVAILABLE = "n/a"
 
 
 def format_bytes(n: float) -> str:
@@ -26,3 +29,16 @@ def format_ms(ns: float) -> str:
         '1,234.57'
     """
     return f"{ns / 1e6:,.2f}"
+
+
+def format_share(share: float | None) -> str:
+    """A share (goodput, a part of a window) as a percentage with one decimal.
+
+    None, a share the trace leaves undefined (a zero-length window), is `n/a`: never 0 %,
+    which would claim a measurement.
+
+    Example:
+        >>> format_share(0.5551), format_share(None)
+        ('55.5 %', 'n/a')
+    """
+    return NOT_AVAILABLE if share is None else f"{100 * share:.1f} %"
