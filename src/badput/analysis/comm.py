@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.analysis.patterns import is_communication_kernel
-from badput.trace.model import NO_ID, CommMeta, EventKind, Trace
+from badput.trace.model import NO_ID, CommMeta, EventKind, Trace, name_head
 
 if TYPE_CHECKING:
     from badput.analysis.results import DeviceAnalysis
@@ -134,7 +134,8 @@ def collective_type(kernel_name: str, collective_name: str | None = None) -> str
         'all_to_all'
     """
     if collective_name:
-        return _type_of_letters(_NOT_LETTERS.sub("", collective_name.lower()))
+        return _type_of_letters(_NOT_LETTERS.sub("", name_head(collective_name).lower()))
+    kernel_name = name_head(kernel_name)  # `.*` in _DEEP_EP is quadratic in the length
     if _DEEP_EP.search(kernel_name):
         return "all_to_all"
     # The parameter list of a demangled name ("(ncclDevComm*, unsigned long, ...)") says nothing.

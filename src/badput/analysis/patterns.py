@@ -1,12 +1,15 @@
 """Name tables: which kernels are communication, kernel categories, data-loading spans.
 
 Every pattern that classifies an event by its name lives here, so a new library's kernels
-need one line in one table.
+need one line in one table. Each function matches only the name's `name_head` (its first
+`badput.trace._limits.NAME_MATCH_CHARS` characters), so that a huge name stays cheap.
 """
 
 from __future__ import annotations
 
 import re
+
+from badput.trace.model import name_head
 
 __all__ = [
     "KERNEL_CATEGORIES",
@@ -85,28 +88,31 @@ KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 def kernel_category(name: str) -> str:
     """Category of a kernel by name (see `KERNEL_CATEGORIES`), or `other`."""
+    head = name_head(name)
     for category, pattern in KERNEL_CATEGORIES:
-        if pattern.search(name):
+        if pattern.search(head):
             return category
     return "other"
 
 
 def is_communication_kernel(name: str) -> bool:
     """Whether a kernel moves data between GPUs (collectives, all-to-all, send/recv)."""
-    return _COMMUNICATION.search(name) is not None
+    return _COMMUNICATION.search(name_head(name)) is not None
 
 
 def is_dataloader_span(name: str) -> bool:
     """Whether a host span is a DataLoader (or DataPipe) fetch, as PyTorch's profiler names it."""
+    name = name_head(name)
     return (
         name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")
     ) or name.startswith("enumerate(DataPipe)#")
 
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# At most 18 digits: a step number fits an int64, and int() never meets its 4300-digit limit.
+_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
 
 
 def profiler_step_number(name: str) -> int | None:
     """N of a `ProfilerStep#N` annotation, else None."""
-    match = _STEP.match(name)
+    match = _STEP.match(name_head(name))
     return int(match.group(1)) if match else None

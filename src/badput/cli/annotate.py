@@ -27,15 +27,19 @@ def annotate(
 
     Every original event is kept; per GPU, a process "badput GPU N" is added whose tracks
     hold the analysis intervals (their durations add up to `badput analyze`'s numbers) and
-    the findings as instant events at the window start.
+    the findings as instant events at the window start. Secret values of the trace's
+    metadata (tokens, keys, passwords) and token-shaped values in its events are written as
+    <redacted>.
 
     Example:
         badput annotate worker0.pt.trace.json.gz --out annotated.json.gz
     """
-    from badput.errors import UsageError
+    from badput.errors import UsageError, printable
     from badput.report.perfetto import annotate_trace
+    from badput.trace._files import require_regular_file
     from badput.trace.nsys import is_sqlite
 
+    require_regular_file(trace)  # before anything opens it: a FIFO would block the read
     if is_sqlite(trace):
         raise UsageError(
             f"{trace}: annotate writes a copy of a PyTorch profiler JSON trace; an Nsight "
@@ -43,6 +47,6 @@ def annotate(
         )
     result = annotate_trace(trace, out, window)
     sys.stderr.write(
-        f"badput: wrote {result.out}: {result.original_events} original events, "
+        f"badput: wrote {printable(result.out)}: {result.original_events} original events, "
         f"{result.added_events} added ({result.devices} GPU(s), {result.findings} finding(s))\n"
     )

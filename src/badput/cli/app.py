@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from badput import __version__
-from badput.cli.common import OutOption, ReportFormat, json_out, text_out
+from badput.cli.common import OutOption, ReportFormat, json_out, stderr_line, text_out
 from badput.cli.jobs import (
     AddressOption,
     Executor,
@@ -169,10 +169,9 @@ def analyze(
         raise typer.Exit(EXIT_BAD_INPUT)
     failed_gates = [g for g in gates or () if not g.passed]
     for g in failed_gates[:_GATE_LINES]:
-        sys.stderr.write(f"badput: gate failed: {g.message}\n")
+        stderr_line("gate failed", g.message)
     if len(failed_gates) > _GATE_LINES:
-        more = len(failed_gates) - _GATE_LINES
-        sys.stderr.write(f"badput: gate failed: {more} more checks\n")
+        stderr_line("gate failed", f"{len(failed_gates) - _GATE_LINES} more checks")
     if failed_gates:
         raise typer.Exit(EXIT_GATE_FAILED)
 
@@ -293,8 +292,9 @@ def version() -> None:
 
 
 def _error(message: str) -> int:
-    sys.stderr.write(f"badput: error: {message}\n")
-    sys.stderr.flush()
+    # The last net for secrets: a message names paths and may quote input (the trace layer
+    # redacts what it read already; see badput.trace.redact).
+    stderr_line("error", message)
     return EXIT_BAD_INPUT
 
 

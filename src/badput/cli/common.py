@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from badput.errors import UsageError
+from badput.errors import UsageError, printable
 
 __all__ = [
     "STEP_SUMMARY_ENV",
@@ -22,6 +22,7 @@ __all__ = [
     "ReportFormat",
     "appends",
     "json_out",
+    "stderr_line",
     "text_out",
     "write_html",
     "write_report",
@@ -141,3 +142,16 @@ def write_html(path: str, page: str) -> None:
             f.write(page)
     except OSError as e:
         raise UsageError(f"--html {path}: {e.strerror}") from None
+
+
+def stderr_line(kind: str, message: str) -> None:
+    """`badput: KIND: MESSAGE` as one line on stderr: redacted, control characters escaped.
+
+    Every error, warning and gate line goes through here, so that neither a secret
+    (`badput.trace.redact`) nor a crafted path (a newline in it would print a second, forged
+    `badput: error:` line) reaches the terminal as it is.
+    """
+    from badput.trace.redact import redact_text
+
+    sys.stderr.write(f"badput: {kind}: {printable(redact_text(message))}\n")
+    sys.stderr.flush()

@@ -79,6 +79,11 @@ def _emit(kind: str, result: object, fmt: Format) -> None:
 
 def _read_analysis(path: str) -> Any:
     """The JSON document of a `badput analyze --format json` file."""
+    from badput.trace._files import file_problem
+
+    # Stat before opening: a FIFO or a device given as the file would block the read.
+    if (problem := file_problem(path)) is not None:
+        raise UsageError(f"{path}: cannot be read ({problem})")
     try:
         with open(path, "rb") as f:
             return json.load(f)

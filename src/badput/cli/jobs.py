@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from badput.cli.common import stderr_line
 from badput.errors import BadputError, UsageError
 
 if TYPE_CHECKING:
@@ -170,9 +170,20 @@ def _rank_progress(console: Console, total: int) -> Iterator[Callable[[int], Non
 
 @contextlib.contextmanager
 def _byte_progress(console: Console, path: str) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar over a big trace's bytes on an interactive terminal; None elsewhere."""
-    size = os.path.getsize(path)
-    gz = path.endswith(".gz")
+    """A progress bar over a big trace's bytes on an interactive terminal; None elsewhere.
+
+    `path` may name one process of an nsys export (`report.sqlite#pid=4242`): the size is that
+    of the file part. A size that cannot be read means no bar; reading the trace says why.
+    """
+    from badput.trace.nsys import split_process_path
+
+    file, _ = split_process_path(path)
+    try:
+        size = os.path.getsize(file)
+    except OSError:
+        yield None
+        return
+    gz = file.endswith(".gz")
     if not console.is_terminal or (size < _PROGRESS_MIN_BYTES and not (gz and size > 8 << 20)):
         yield None
         return
@@ -194,11 +205,10 @@ def _byte_progress(console: Console, path: str) -> Iterator[Callable[[int], None
         console=console,
         transient=True,
     ) as progress:
-        task = progress.add_task(os.path.basename(path), total=None if gz else size)
+        task = progress.add_task(os.path.basename(file), total=None if gz else size)
         yield lambda n: progress.update(task, completed=n)
 
 
 def warn(message: str) -> None:
-    """One warning line on stderr."""
-    sys.stderr.write(f"badput: warning: {message}\n")
-    sys.stderr.flush()
+    """One warning line on stderr (`badput.cli.common.stderr_line`)."""
+    stderr_line("warning", message)

@@ -6,8 +6,11 @@ the window start. Interval times are written on the trace's own clock (relative 
 `baseTimeNanoseconds` when the trace has one), as exact decimal microseconds, so each track's
 durations add up to the analysis numbers to the nanosecond.
 
-Every original event is kept as its own JSON text: the document is split into raw values
-(`msgspec.Raw`), never decoded into Python objects and re-encoded.
+Every original event is kept as its own JSON text: the document is streamed in pieces and
+split into raw values (`msgspec.Raw`), never decoded into Python objects and re-encoded, and
+never held whole (`write_annotated`). Secrets do not reach the copy: the top-level metadata
+(`metadata`, `envs`, `traceName`, `distributedInfo`, ...) is redacted under its keys and the
+events lose the credential formats in them (`badput.trace.redact`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ import numpy as np
 
 from badput.errors import BadputError, TraceFormatError
 from badput.report.json_report import us
+from badput.trace._kineto_json import _EVENTS_KEY
+from badput.trace._limits import MAX_HELD_ENV, held_bytes_limit, nesting_error
+from badput.trace.kineto import CHUNK_BYTES, _Source
+from badput.trace.kineto import _open as _open_trace
+from badput.trace.redact import redact_events, redact_json, redact_text
 
 if TYPE_CHECKING:
     from badput.analysis.intervals import IntervalSet
@@ -161,25 +169,18 @@ def annotation_events(
     return events
 
 
-def _read_bytes(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise TraceFormatError(path, f"cannot be read ({e.strerror})") from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise TraceFormatError(path, f"not a valid gzip file ({e})") from None
-    return data
-
-
 def write_annotated(source: str, out: str, added: Sequence[dict[str, Any]]) -> int:
-    """Copy the trace `source` to `out` with `added` appended to its `traceEvents`.
+    """Copy the trace `source` to `out` with `added` appended to its `traceEvents`, streaming.
 
-    The original events and every other top-level field keep their JSON text. `out` is
-    gzipped when its name ends in `.gz`.
+    The input is read in pieces (`CHUNK_BYTES` of inflated text; plain or gzipped) and the
+    copy written piece by piece: memory holds about two pieces, never the whole text, so a
+    gzip stream that inflates a thousandfold costs what its pieces do. The original events
+    keep their JSON text, except that credential formats in them (tokens, keys, URL
+    passwords: `badput.trace.redact.redact_events`) are replaced. Every other top-level field
+    (`deviceProperties`, `distributedInfo`, `traceName`, `metadata`, `envs`, anything) goes
+    through `badput.trace.redact.redact_json` under its key: secrets go, the rest (what
+    Perfetto reads) keeps its text. `out` is gzipped when its name ends in `.gz`; on failure
+    no partial copy is left behind.
 
     Args:
         source: the trace file (JSON, plain or gzipped).
@@ -193,36 +194,22 @@ def write_annotated(source: str, out: str, added: Sequence[dict[str, Any]]) -> i
         TraceFormatError: `source` is not a JSON trace.
         BadputError: `out` cannot be written.
     """
-    data = _read_bytes(source)
-    try:
-        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw] | list[msgspec.Raw])
-        if isinstance(top, dict):
-            raw_events = top.get("traceEvents")
-            if raw_events is None:
-                raise TraceFormatError(source, "no traceEvents: not a profiler trace")
-            events = msgspec.json.decode(raw_events, type=list[msgspec.Raw])
-        else:
-            events = top
-    except msgspec.DecodeError as e:
-        raise TraceFormatError(source, f"not a JSON trace ({e})") from None
     added_text = [msgspec.json.encode(e) for e in added]
-    try:
-        with _open_out(out) as f:
-            if isinstance(top, dict):
-                f.write(b"{")
-                for i, (key, value) in enumerate(top.items()):
-                    f.write((b"," if i else b"") + msgspec.json.encode(key) + b":")
-                    if key == "traceEvents":
-                        _write_events(f, events, added_text)
-                    else:
-                        f.write(value)
-                f.write(b"}\n")
-            else:
-                _write_events(f, events, added_text)
-                f.write(b"\n")
-    except OSError as e:
-        raise BadputError(f"{out}: cannot be written ({e.strerror or e})") from None
-    return len(events)
+    with _open_trace(source) as stream:
+        try:
+            f = _open_out(out)
+        except OSError as e:
+            raise BadputError(f"{out}: cannot be written ({e.strerror or e})") from None
+        try:
+            with f:
+                copied = _Copy(source, _Source(source, stream), f).run(added_text)
+        except OSError as e:
+            _discard(out)
+            raise BadputError(f"{out}: cannot be written ({e.strerror or e})") from None
+        except BaseException:
+            _discard(out)
+            raise
+    return copied
 
 
 def _open_out(out: str) -> gzip.GzipFile | io.BufferedWriter:
@@ -231,21 +218,202 @@ def _open_out(out: str) -> gzip.GzipFile | io.BufferedWriter:
     return open(out, "wb")
 
 
-def _write_events(
-    f: gzip.GzipFile | io.BufferedWriter,
-    events: Sequence[msgspec.Raw],
-    added: Sequence[bytes],
-) -> None:
-    f.write(b"[")
-    first = True
-    for lo in range(0, len(events), _CHUNK_EVENTS):
-        chunk = events[lo : lo + _CHUNK_EVENTS]
-        f.write((b"" if first else b",") + b",".join(chunk))
-        first = False
-    for lo in range(0, len(added), _CHUNK_EVENTS):
-        f.write((b"" if first else b",") + b",".join(added[lo : lo + _CHUNK_EVENTS]))
-        first = False
-    f.write(b"]")
+def _discard(out: str) -> None:
+    """Remove a partial copy; only a regular file (`--out /dev/stdout` stays)."""
+    try:
+        if os.path.isfile(out):
+            os.remove(out)
+    except OSError:
+        pass
+
+
+# Places tried per read to cut the events array (each try decodes the piece once).
+_CUT_TRIES = 3
+_WS = b" \t\r\n"
+
+
+class _Copy:
+    """One streaming copy: finds the events array, copies it in pieces, redacts the rest.
+
+    The top level is `{...,"traceEvents":[...],...}` or a bare array. The fields before the
+    array are decoded once the array's start is found (they are small); the array is cut into
+    pieces at `}` `,` `{` (whitespace allowed), a guess that is checked by decoding the piece:
+    a cut inside a string or a nested value leaves unbalanced text, which does not decode,
+    and an earlier place is tried. The fields after the array come with its last piece.
+    """
+
+    def __init__(self, path: str, source: _Source, f: gzip.GzipFile | io.BufferedWriter) -> None:
+        self.path = path
+        self.source = source
+        self.f = f
+        self.limit = held_bytes_limit()
+        self.read_bytes = 0
+        self.copied = 0
+
+    def _read(self) -> bytes:
+        chunk = self.source.read(CHUNK_BYTES)
+        self.read_bytes += len(chunk)
+        return chunk
+
+    def _check_held(self, held: int) -> None:
+        if held > self.limit:
+            raise TraceFormatError(
+                self.path,
+                f"refused: {held:,} bytes of JSON text (of {self.read_bytes:,} read) give no "
+                f"place to cut them into pieces, past the {self.limit:,} bytes badput may hold "
+                f"at once (a share of the memory available; ${MAX_HELD_ENV} sets it)",
+            )
+
+    def _decode_error(self, e: Exception) -> TraceFormatError:
+        if isinstance(e, RecursionError):
+            return nesting_error(self.path)
+        text = str(e)
+        if "truncated" in text:
+            return TraceFormatError(
+                self.path, "truncated JSON: the file ends in the middle of the data"
+            )
+        return TraceFormatError(self.path, f"not a JSON trace ({text})")
+
+    def run(self, added: Sequence[bytes]) -> int:
+        """Copy the whole trace; return the number of original events."""
+        head, start, fields = self._find_events()
+        f = self.f
+        if fields is None:
+            f.write(b"[")
+        else:
+            members = [_member(k, v) for k, v in fields.items() if k != "traceEvents"]
+            f.write(b"{" + b"".join(m + b"," for m in members) + b'"traceEvents":[')
+        buf = bytearray(head[start:])  # starts with the "[" of the array
+        del head
+        while True:
+            chunk = self._read()
+            if not chunk:
+                break
+            buf += chunk
+            self._check_held(len(buf))
+            if len(buf) >= CHUNK_BYTES:
+                self._cut(buf)
+        tail = bytes(buf)
+        del buf
+        rest: dict[str, msgspec.Raw] = {}
+        try:
+            if fields is None:
+                events = tail.rstrip(_WS)
+                if not events.endswith(b"]"):
+                    raise msgspec.DecodeError("truncated: the array does not end")
+            else:
+                rest = msgspec.json.decode(b'{"traceEvents":' + tail, type=dict[str, msgspec.Raw])
+                events = bytes(rest.pop("traceEvents"))
+                if events[:1] != b"[":
+                    raise TraceFormatError(self.path, "traceEvents is not an array")
+            body, n = redact_events(events)
+            self._write_events(events[1:-1] if body is None else body, n)
+        except (msgspec.DecodeError, RecursionError) as e:
+            raise self._decode_error(e) from None
+        del tail
+        self._write_events(b",".join(added), len(added))
+        if fields is None:
+            f.write(b"]\n")
+        else:
+            f.write(b"]" + b"".join(b"," + _member(k, v) for k, v in rest.items()) + b"}\n")
+        return self.copied - len(added)
+
+    def _find_events(self) -> tuple[bytearray, int, dict[str, msgspec.Raw] | None]:
+        """Read up to the start of the events array.
+
+        Returns:
+            The text read, the index of the array's "[" in it, and the top-level fields
+            before it (None for a bare array).
+        """
+        head = bytearray()
+        searched = 0
+        first = b""  # the first byte that is not whitespace
+        while True:
+            chunk = self._read()
+            if not first:
+                first = bytes(chunk.lstrip(_WS)[:1])
+                if not first:
+                    if not chunk:
+                        raise TraceFormatError(self.path, "empty file")
+                    continue  # leading whitespace: nothing to keep
+            head += chunk
+            self._check_held(len(head))
+            if first == b"[":
+                return head, head.index(b"["), None
+            if first not in (b"", b"{"):
+                raise TraceFormatError(self.path, "not JSON (a trace file starts with '{' or '[')")
+            # Only the last '"traceEvents"' begun before this read can complete in it.
+            begun = head.rfind(b'"traceEvents"', 0, searched)
+            pos = begun if begun >= 0 else max(0, searched - 16)
+            while match := _EVENTS_KEY.search(head, pos):
+                try:
+                    fields = msgspec.json.decode(
+                        bytes(head[: match.end()]) + b"]}", type=dict[str, msgspec.Raw]
+                    )
+                except (msgspec.DecodeError, RecursionError):
+                    pos = match.end()  # inside a string or a nested value: not the array
+                    continue
+                return head, match.end() - 1, fields
+            searched = len(head)
+            if not chunk:
+                raise TraceFormatError(self.path, "no traceEvents: not a profiler trace")
+
+    def _cut(self, buf: bytearray) -> None:
+        """Write the events of `buf` up to a place to cut it, and drop them from `buf`.
+
+        The piece is decoded where it lies: the comma of the cut is overwritten with "]" (and
+        put back when the guess was wrong), so nothing is copied unless something is redacted.
+        """
+        hi = len(buf)
+        for _ in range(_CUT_TRIES):
+            comma = _event_boundary(buf, hi)
+            if comma < 0:
+                return
+            buf[comma] = 0x5D  # "]"
+            try:
+                body, n = redact_events(buf, comma + 1)
+            except (msgspec.DecodeError, RecursionError):
+                buf[comma] = 0x2C  # not between two events: try an earlier place
+                hi = comma
+                continue
+            if body is None:
+                with memoryview(buf) as view:
+                    self._write_events(view[1:comma], n)
+            else:
+                self._write_events(body, n)
+            del buf[1 : comma + 1]
+            return
+
+    def _write_events(self, body: bytes | memoryview, n: int) -> None:
+        if n:
+            if self.copied:
+                self.f.write(b",")
+            self.f.write(body)
+            self.copied += n
+
+
+def _event_boundary(buf: bytearray, hi: int) -> int:
+    """The comma of the last `}` `,` `{` in `buf[1:hi]` (whitespace allowed); -1 if none."""
+    pos = hi
+    while True:
+        pos = buf.rfind(b"{", 1, pos)
+        if pos < 0:
+            return -1
+        k = pos - 1
+        while k > 0 and buf[k] in _WS:
+            k -= 1
+        if buf[k] == 0x2C:  # ","
+            comma = k
+            k -= 1
+            while k > 0 and buf[k] in _WS:
+                k -= 1
+            if buf[k] == 0x7D:  # "}"
+                return comma
+
+
+def _member(key: str, value: msgspec.Raw) -> bytes:
+    """One top-level field, `"key":value`, redacted."""
+    return msgspec.json.encode(redact_text(key)) + b":" + redact_json(bytes(value), key)
 
 
 def annotate_trace(source: str, out: str, window: str | None = None) -> AnnotateResult:

@@ -51,7 +51,7 @@ def _gpu_for_rank(local_rank: int, env: Mapping[str, str], count: int) -> int | 
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         ids = [s.strip() for s in cvd.split(",") if s.strip()]
-        if local_rank >= len(ids) or not ids[local_rank].isdigit():
+        if local_rank >= len(ids) or not (ids[local_rank].isascii() and ids[local_rank].isdigit()):
             return None  # UUIDs and MIG names need NVML to resolve; not done here
         index = int(ids[local_rank])
     else:

@@ -430,17 +430,19 @@ def check_torch(sw: Software, cuda_driver_version: int | None, gpus: int) -> Che
 
 
 _RELEVANT_ENV = re.compile(r"^(NCCL_|CUDA_|TORCH_|PYTORCH_)|^OMP_NUM_THREADS$")
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH|PRIVATE", re.I)
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """The relevant variables (NCCL_*, CUDA_*, TORCH_*, PYTORCH_*, OMP_NUM_THREADS).
 
-    Values of variables whose names look secret (TOKEN, SECRET, PASSWORD, KEY, ...) are
-    replaced by "REDACTED".
+    Values of variables whose names look secret (`badput.trace.redact.is_secret_key`, the
+    rule every output of badput uses: TOKEN, SECRET, PASSWORD, API_KEY, ...) are replaced by
+    "REDACTED"; other values lose any credential they hold (`redact_text`).
     """
+    from badput.trace.redact import is_secret_key, redact_text
+
     return {
-        k: ("REDACTED" if _SECRET_NAME.search(k) else v)
+        k: ("REDACTED" if is_secret_key(k) else redact_text(v))
         for k, v in sorted(env.items())
         if _RELEVANT_ENV.search(k)
     }
@@ -509,7 +511,7 @@ def check_env(env: Mapping[str, str], allowed_cpus: int, rdma: bool) -> Check:
             )
         )
     omp = val("OMP_NUM_THREADS")
-    if omp and omp.isdigit() and allowed_cpus and int(omp) > allowed_cpus:
+    if omp and omp.isascii() and omp.isdigit() and allowed_cpus and int(omp) > allowed_cpus:
         problems.append(
             (
                 Status.WARN,

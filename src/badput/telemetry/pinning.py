@@ -43,7 +43,7 @@ def gpu_numa_cpus(
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         ids = [s.strip() for s in cvd.split(",") if s.strip()]
-        if local_rank >= len(ids) or not ids[local_rank].isdigit():
+        if local_rank >= len(ids) or not (ids[local_rank].isascii() and ids[local_rank].isdigit()):
             raise LookupError(
                 f"CUDA_VISIBLE_DEVICES={cvd!r} has no GPU index for local rank {local_rank}"
             )

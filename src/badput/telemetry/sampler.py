@@ -452,9 +452,15 @@ def read_telemetry(path: str | os.PathLike[str]) -> TelemetryData:
     """Read a file written by the sampler (JSONL or Parquet).
 
     Raises:
-        TelemetryError: missing, unreadable or not a badput telemetry file.
+        TelemetryError: missing, not a regular file, unreadable or not a badput telemetry file.
     """
+    from badput.trace._files import file_problem  # here: the trace package imports numpy
+
     p = os.fspath(path)
+    # Stat before opening: a FIFO or a device given as the file would block the read. (A
+    # missing file is left to open(), whose message the callers know.)
+    if os.path.lexists(p) and (problem := file_problem(p)) is not None:
+        raise TelemetryError(f"{p}: {problem}")
     if p.endswith(".parquet"):
         try:
             pq: Any = importlib.import_module("pyarrow.parquet")

@@ -178,7 +178,18 @@ class FakeNvml:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> FakeNvml:
-        """Load a recording written by `badput doctor --record-nvml`."""
+        """Load a recording written by `badput doctor --record-nvml`.
+
+        Raises:
+            OSError: the file is missing, not a regular file (a FIFO would block the read), or
+                cannot be read.
+            ValueError: not JSON.
+            TypeError: not an NVML recording.
+        """
+        from badput.trace._files import file_problem  # here: the trace package imports numpy
+
+        if (problem := file_problem(os.fspath(path))) is not None:
+            raise OSError(problem)
         with open(path, encoding="utf-8") as f:
             return cls(json.load(f))
 

@@ -31,6 +31,7 @@ from badput.trace._kineto_json import (
     _CommValues,
     _decode_args_only,
     _Event,
+    _is_int_text,
     _RawEvent,
 )
 from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase
@@ -64,7 +65,7 @@ class _IdMap(dict[object, int]):
         return value
 
     def _convert(self, key: object) -> int:
-        if not isinstance(key, str) or key.strip().lstrip("-").isdigit():
+        if not isinstance(key, str) or _is_int_text(key.strip().lstrip("-")):
             return _as_int(key)
         match = _STREAM_LABEL.match(key)
         if match:

@@ -17,7 +17,7 @@ which spell out the memory-kind and memcpy-kind values of exports without `ENUM_
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "DEFAULT_COPY_KIND",
@@ -64,6 +64,8 @@ class ResolvedTable:
     table: str
     sql: dict[str, str]  # logical column -> SQL expression (a quoted column, or a default)
     present: frozenset[str]  # logical columns the file has
+    # Logical column -> the file's column name, for the columns it has: what errors name.
+    physical: dict[str, str] = field(default_factory=dict)
 
     def select(self, keys: tuple[str, ...], where: str = "") -> str:
         """`SELECT` of the logical columns `keys`, in order."""
@@ -264,6 +266,7 @@ def resolve_table(
         have = table_columns(conn, table)
         sql: dict[str, str] = {}
         present: set[str] = set()
+        physical: dict[str, str] = {}
         for key, column in spec.columns.items():
             found = next((n for n in column.names if n in have), None)
             if found is None:
@@ -272,7 +275,8 @@ def resolve_table(
                 sql[key] = "NULL" if column.default is None else str(column.default)
                 continue
             present.add(key)
+            physical[key] = found
             quoted = f'"{found}"'
             sql[key] = quoted if column.default is None else f"COALESCE({quoted}, {column.default})"
-        return ResolvedTable(table, sql, frozenset(present))
+        return ResolvedTable(table, sql, frozenset(present), physical)
     return None

@@ -19,14 +19,17 @@ import re
 import numpy as np
 import numpy.typing as npt
 
-from badput.trace.model import EventKind, Trace
+from badput.trace.model import EventKind, Trace, name_head
 
 __all__ = ["AUTO_STEP_NAMES", "mark_step_ranges", "step_name_pattern"]
 
 #: Range names taken as steps when none is chosen and no `ProfilerStep#N` exists, in order.
 AUTO_STEP_NAMES = ("train_step", "training_step", "step", "iteration")
 
-_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#\d{1,18}$")  # as `profiler_step_number` reads
+# Digits of a step number that are read: more than an int64 holds is not a step number (and
+# int() refuses texts of over 4300 digits).
+_MAX_STEP_DIGITS = 18
 _HOST_KINDS = np.array([int(EventKind.ANNOTATION), int(EventKind.CPU_OP)], dtype=np.int8)
 
 
@@ -43,11 +46,12 @@ def _matches(trace: Trace, name: str) -> tuple[npt.NDArray[np.intp], npt.NDArray
     hit = np.zeros(len(trace.names), dtype=np.bool_)
     number = np.full(len(trace.names), -1, dtype=np.int64)
     for i, text in enumerate(trace.names):
-        match = pattern.match(text)
+        match = pattern.match(name_head(text))
         if match:
             hit[i] = True
-            if match.group(1) is not None:
-                number[i] = int(match.group(1))
+            digits = match.group(1)
+            if digits is not None and len(digits) <= _MAX_STEP_DIGITS:
+                number[i] = int(digits)
     rows = np.flatnonzero(np.isin(trace.kind, _HOST_KINDS) & hit[trace.name_id])
     return rows, number[trace.name_id[rows]]
 
@@ -110,7 +114,7 @@ def _rename(
     if demote:
         # The trace's own ProfilerStep#N (a Kineto trace given --step-range) no longer count.
         for i, text in enumerate(names):
-            if _PROFILER_STEP.match(text):
+            if _PROFILER_STEP.match(name_head(text)):
                 names[i] = f"{text} (not a step: --step-range {name})"
     index = {text: i for i, text in enumerate(names)}
     name_id = trace.name_id.copy()

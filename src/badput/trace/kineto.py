@@ -22,6 +22,9 @@ value conversions, `_kineto_columns` the builder of the Trace columns.
 from __future__ import annotations
 
 import gzip
+import os
+import re
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,8 +36,10 @@ import numpy.typing as npt
 
 from badput.errors import TraceFormatError
 from badput.trace import _fastscan
+from badput.trace._files import file_problem
 from badput.trace._kineto_columns import _COLUMN_TYPES, _Columns, _comm_meta
 from badput.trace._kineto_json import (
+    _EMPTY,
     _EVENTS_KEY,
     _as_int,
     _decode_any,
@@ -46,6 +51,13 @@ from badput.trace._kineto_json import (
     _RawEvent,
     _safe_decode,
 )
+from badput.trace._limits import (
+    MAX_HELD_ENV,
+    MAX_STRING_BYTES,
+    held_bytes_limit,
+    nesting_error,
+)
+from badput.trace._squeeze import StringState
 from badput.trace.model import Trace
 
 __all__ = ["CHUNK_BYTES", "read_kineto"]
@@ -54,6 +66,11 @@ I64 = npt.NDArray[np.int64]
 
 #: Bytes read per piece of the events array.
 CHUNK_BYTES = 8 << 20
+# Bytes held without a place to cut before whitespace between tokens is squeezed out of them.
+_SQUEEZE_AFTER = 4 * CHUNK_BYTES
+_WS = b" \t\r\n"
+# A line that opens an object, after a line that ends in a comma: `_last_event_start`.
+_CUT = re.compile(rb",[ \t\r]*\n[ \t\r]*\{")
 
 
 def _decode_piece(columns: _Columns, array_text: bytes | memoryview) -> None:
@@ -88,14 +105,19 @@ def _decode_piece(columns: _Columns, array_text: bytes | memoryview) -> None:
 
 @contextmanager
 def _open(path: str) -> Iterator[IO[bytes]]:
+    problem = file_problem(path)
+    if problem is not None:
+        raise TraceFormatError(path, problem)
     try:
-        raw = open(path, "rb")  # noqa: SIM115 (closed below)
-    except FileNotFoundError:
-        raise TraceFormatError(path, "no such file") from None
-    except IsADirectoryError:
-        raise TraceFormatError(path, "is a directory, not a trace file") from None
+        # O_NONBLOCK: should the path turn into a FIFO after the check, opening it still
+        # returns at once, and fstat refuses it.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
         raise TraceFormatError(path, f"cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TraceFormatError(path, "is not a regular file")
+    raw = os.fdopen(fd, "rb")
     try:
         magic = raw.read(2)
         raw.seek(0)
@@ -146,20 +168,20 @@ def _last_event_start(buf: bytearray, lo: int, hi: int) -> tuple[int, int]:
     layout that array is `traceEvents`. A wrong guess makes the piece fail to decode and the
     reader falls back to decoding the rest whole. Only `buf[lo:hi]` is searched.
     """
-    pos = hi
+    # Searched from the end in growing windows: a normal piece has a cut in its last few KB,
+    # and text without one (a run of blank lines, say) costs one regex scan, not a Python
+    # step per line.
+    width = 1 << 16
     while True:
-        pos = buf.rfind(b"\n", lo, pos)
-        if pos < 0:
+        start = max(lo, hi - width)
+        last = None
+        for last in _CUT.finditer(buf, start, hi):  # noqa: B007 (the last match is wanted)
+            pass
+        if last is not None:
+            return last.start(), last.end() - 1
+        if start == lo:
             return -1, -1
-        j = pos + 1
-        while j < hi and buf[j] in b" \t\r":
-            j += 1
-        if j < hi and buf[j] == 0x7B:  # "{"
-            k = pos - 1
-            while k >= lo and buf[k] in b" \t\r":
-                k -= 1
-            if k >= lo and buf[k] == 0x2C:  # ","
-                return k, j
+        width *= 16
 
 
 def _json_problem(err: msgspec.DecodeError) -> str:
@@ -188,9 +210,14 @@ def read_kineto(path: str, progress: Callable[[int], None] | None = None) -> Tra
         [0]
     """
     columns = _Columns(path)
-    with _open(path) as stream:
-        document = _read_document(path, _Source(path, stream), columns, progress)
-    return _build(path, columns, document)
+    try:
+        with _open(path) as stream:
+            document = _read_document(path, _Source(path, stream), columns, progress)
+        return _build(path, columns, document)
+    except RecursionError:
+        raise nesting_error(path) from None
+    except MemoryError:
+        raise TraceFormatError(path, "ran out of memory while reading it") from None
 
 
 def _read_document(
@@ -199,23 +226,41 @@ def _read_document(
     columns: _Columns,
     progress: Callable[[int], None] | None,
 ) -> _Document | None:
-    """Stream the events array into `columns`; return the top level (None for a bare array)."""
+    """Stream the events array into `columns`; return the top level (None for a bare array).
+
+    Text is held only until a place to cut it is found; text that offers none for
+    `_SQUEEZE_AFTER` bytes has its whitespace between tokens squeezed out as it is read
+    (`StringState`), and what is still held is refused past `held_bytes_limit()`.
+    """
+    limit = held_bytes_limit()
+    squeeze_after = min(_SQUEEZE_AFTER, limit // 2)  # squeezed before it could be refused
     head = bytearray()
     total = 0
     start = -1
     bare = False
+    first = b""  # the first byte that is not whitespace
+    squeezer: StringState | None = None
     while start < 0:
         chunk = source.read(CHUNK_BYTES)
         total += len(chunk)
+        if squeezer is not None:
+            chunk = squeezer.squeeze(chunk)
+        searched = len(head)
         head += chunk
-        first = bytes(head[:64]).lstrip()
-        if first[:1] not in (b"", b"{", b"["):
-            raise TraceFormatError(path, "not JSON (a trace file starts with '{' or '[')")
-        if first[:1] == b"[":
+        if not first:
+            first = chunk.translate(None, _WS)[:1]  # (translate: see _squeeze)
+            if first not in (b"", b"{", b"["):
+                raise TraceFormatError(path, "not JSON (a trace file starts with '{' or '[')")
+            if not first and squeezer is None:
+                head.clear()  # leading whitespace: nothing to keep
+                searched = 0
+        if first == b"[":
             bare = True
             start = head.index(b"[")
             break
-        match = _EVENTS_KEY.search(head)
+        # Only the last '"traceEvents"' begun before this chunk can complete in it.
+        begun = head.rfind(b'"traceEvents"', 0, searched)
+        match = _EVENTS_KEY.search(head, begun if begun >= 0 else max(0, searched - 16))
         if match:
             start = match.end() - 1
             break
@@ -229,6 +274,10 @@ def _read_document(
             raise TraceFormatError(
                 path, "JSON without a traceEvents array: not a PyTorch profiler trace"
             )
+        if squeezer is None and len(head) > squeeze_after:
+            squeezer = StringState()  # the file's start lies between tokens
+            head = bytearray(squeezer.squeeze(head))
+        _check_held(path, len(head), total, limit, squeezer)
     prefix = bytes(head[:start])
     # `buf[:filled]` always starts with the "[" of the array. Each piece is decoded in place:
     # the array's head up to a comma that is overwritten with "]". The rest moves to the
@@ -238,6 +287,8 @@ def _read_document(
     buf = bytearray(max(2 * CHUNK_BYTES, filled + CHUNK_BYTES))
     buf[:filled] = head[start:]
     del head
+    # The state of the squeezer that found the array is not that of `buf[0]`: start afresh.
+    squeezer = None
     streaming = True
     lo = 1  # buf[:lo] holds no event start (searched already)
     while True:
@@ -247,8 +298,23 @@ def _read_document(
             n = source.readinto(view[filled : filled + CHUNK_BYTES])
         if not n:
             break
-        filled += n
         total += n
+        if squeezer is not None:
+            with memoryview(buf) as view:
+                squeezed = squeezer.squeeze(view[filled : filled + n])
+            n = len(squeezed)
+            buf[filled : filled + n] = squeezed
+        filled += n
+        if squeezer is None and filled > squeeze_after:
+            # No cut for this long: a one-line text, or whitespace held in bulk. `buf[0]`
+            # is the "[" of the array, between tokens.
+            squeezer = StringState()
+            with memoryview(buf) as view:
+                squeezed = squeezer.squeeze(view[:filled])
+            filled = len(squeezed)
+            buf[:filled] = squeezed
+            lo = 1
+        _check_held(path, filled, total, limit, squeezer)
         if not streaming or filled < CHUNK_BYTES:
             continue
         comma, brace = _last_event_start(buf, lo, filled)
@@ -267,31 +333,69 @@ def _read_document(
         buf[1 : 1 + left] = buf[brace:filled]
         filled = 1 + left
         lo = 1
+        squeezer = None  # what is held starts at an event again
         if progress is not None:
             progress(total)
-    rest = bytes(buf[:filled])
-    del buf
     if bare:
         try:
-            _decode_piece(columns, rest)
+            with memoryview(buf) as view:
+                _decode_piece(columns, view[:filled])
         except msgspec.DecodeError as e:
             raise TraceFormatError(path, _json_problem(e)) from None
         document = None
     else:
+        document = _decode_rest(path, columns, prefix, buf, filled)
+    if progress is not None:
+        progress(total)
+    return document
+
+
+def _decode_rest(
+    path: str, columns: _Columns, prefix: bytes, buf: bytearray, filled: int
+) -> _Document:
+    """Decode the document: `prefix` and `buf[:filled]`, joined in `buf` (never copied)."""
+    need = len(prefix) + filled
+    if len(buf) < need:
+        buf.extend(bytes(need - len(buf)))
+    with memoryview(buf) as view:
+        view[len(prefix) : need] = view[:filled]  # memmove: the ranges overlap
+        view[: len(prefix)] = prefix
+        text = view[:need]
         try:
-            document = _decode_document(prefix + rest)
+            document = _decode_document(text)
         except msgspec.DecodeError as e:
             raise TraceFormatError(path, _json_problem(e)) from None
         except msgspec.ValidationError as e:
             raise TraceFormatError(path, f"not a profiler trace ({e})") from None
-        del rest
         try:
-            _decode_piece(columns, bytes(document.traceEvents))
+            with memoryview(document.traceEvents) as events:
+                _decode_piece(columns, events)
         except msgspec.DecodeError as e:  # cannot happen: the document decoded
             raise TraceFormatError(path, _json_problem(e)) from None
-    if progress is not None:
-        progress(total)
+        # The header fields are decoded after `buf` is gone: each becomes its own bytes.
+        document.traceEvents = _EMPTY
+        for field in document.__struct_fields__:
+            setattr(document, field, msgspec.Raw(bytes(getattr(document, field))))
+        del text
     return document
+
+
+def _check_held(path: str, held: int, total: int, limit: int, squeezer: StringState | None) -> None:
+    """Refuse text held past `limit`, or one string longer than any trace holds."""
+    if squeezer is not None and squeezer.string_bytes > MAX_STRING_BYTES:
+        raise TraceFormatError(
+            path,
+            f"refused: a JSON string of over {squeezer.string_bytes:,} bytes (at byte "
+            f"{total - squeezer.string_bytes:,} of the text), past the {MAX_STRING_BYTES:,} "
+            "a trace's names and values may hold",
+        )
+    if held > limit:
+        raise TraceFormatError(
+            path,
+            f"refused: {held:,} bytes of JSON text (of {total:,} read) give no place to cut "
+            f"them into pieces, past the {limit:,} bytes badput may hold at once (a share of "
+            f"the memory available; ${MAX_HELD_ENV} sets it)",
+        )
 
 
 def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from badput.errors import TraceFormatError
+from badput.trace._files import require_regular_file
 from badput.trace._step_ranges import mark_step_ranges
 from badput.trace.kineto import read_kineto
 from badput.trace.model import Trace
@@ -23,6 +24,7 @@ from badput.trace.nsys import (
     read_nsys,
     split_process_path,
 )
+from badput.trace.redact import redact_error, redact_trace
 
 __all__ = ["REPORT_SUFFIX", "TRACE_SUFFIXES", "find_traces", "load_trace"]
 
@@ -43,7 +45,9 @@ def find_traces(path: str) -> list[str]:
     (`report.sqlite#pid=4242`, see `badput.trace.nsys.read_nsys`).
 
     Raises:
-        TraceFormatError: the path does not exist, or a directory holds no trace file.
+        TraceFormatError: the path does not exist, is not a regular file or a directory (a
+            FIFO, a device: reading one could block forever), names a process with text that
+            is not a process id, or a directory holds no trace file.
     """
     if os.path.isdir(path):
         found = sorted(
@@ -62,9 +66,11 @@ def find_traces(path: str) -> list[str]:
         return [p for f in found for p in _processes(f)]
     if not os.path.exists(path):
         file, pid = split_process_path(path)
-        if pid is not None and os.path.exists(file):
+        if pid is not None:
+            require_regular_file(file)  # the file part is what gets opened
             return [path]
         raise TraceFormatError(path, "no such file or directory")
+    require_regular_file(path)
     return _processes(path)
 
 
@@ -106,13 +112,31 @@ def load_trace(
             export uses `ProfilerStep#N` ranges if it has them, else ranges named like
             `train_step`/`step`/`iteration` (see `AUTO_STEP_NAMES`).
 
+    Every string the trace carries (names, labels, GPU names, warnings) and the problem of
+    every TraceFormatError is redacted (`badput.trace.redact`): whatever a report shows of a
+    trace comes from here, so no secret of the trace's metadata or events reaches an output.
+
     Raises:
-        TraceFormatError: the file cannot be read as a trace.
+        TraceFormatError: the file cannot be read as a trace, or is not a regular file.
     """
-    if path.endswith(NSYS_REPORT_SUFFIXES) and not is_sqlite(path):
+    try:
+        trace = _read_trace(path, progress, step_range)
+    except TraceFormatError as e:
+        clean = redact_error(e)
+        if clean is e:
+            raise
+        raise clean from None
+    return redact_trace(trace)
+
+
+def _read_trace(path: str, progress: Callable[[int], None] | None, step_range: str | None) -> Trace:
+    """`load_trace` before redaction."""
+    file, pid = split_process_path(path)
+    # Before any reader opens it: a FIFO or a device would block the open or the read.
+    require_regular_file(file)
+    if file.endswith(NSYS_REPORT_SUFFIXES) and not is_sqlite(file):
         raise TraceFormatError(path, _export_hint("an Nsight Systems report file"))
-    _, pid = split_process_path(path)
-    if pid is not None or is_sqlite(path) or path.endswith(_SQLITE_SUFFIXES):
+    if pid is not None or is_sqlite(file) or file.endswith(_SQLITE_SUFFIXES):
         trace = read_nsys(path, progress=progress)
         return mark_step_ranges(trace, step_range, auto=True, what="NVTX ranges")
     trace = read_kineto(path, progress=progress)

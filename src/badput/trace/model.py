@@ -9,7 +9,9 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NO_ID", "CommMeta", "EventKind", "FlowPhase", "Trace"]
+from badput.trace._limits import NAME_MATCH_CHARS
+
+__all__ = ["NO_ID", "CommMeta", "EventKind", "FlowPhase", "Trace", "name_head"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -35,6 +37,17 @@ class EventKind(IntEnum):
     FLOW = 10
     OTHER = 11
     MEMORY = 12  # a caching-allocator event (Kineto's "[memory]" instant events)
+
+
+def name_head(name: str) -> str:
+    """The part of a name that name matching looks at: its first `NAME_MATCH_CHARS` characters.
+
+    Names are kept whole in traces and reports; only what the classifiers (the regexes over
+    kernel, range and API names) read is bounded, so that a hostile 50 MB name costs what a
+    4 KB one does. Every name predicate goes through this (`Trace.name_mask` applies it).
+    """
+    # A slice that covers the whole string returns the string itself: no copy for real names.
+    return name[:NAME_MATCH_CHARS]
 
 
 #: Kinds that occupy a GPU engine.
@@ -178,13 +191,22 @@ class Trace:
     def rows_named(
         self, rows: npt.NDArray[np.intp], predicate: Callable[[str], bool]
     ) -> npt.NDArray[np.intp]:
-        """The rows whose name satisfies `predicate`, tested once per distinct name."""
+        """The rows whose name satisfies `predicate`, tested once per distinct name.
+
+        `predicate` sees each name's `name_head`, as in `name_mask`.
+        """
         return rows[self.name_mask(predicate)[self.name_id[rows]]]
 
     def name_mask(self, predicate: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
-        """`predicate` of every interned name, indexable by `name_id`."""
+        """`predicate` of every interned name, indexable by `name_id`.
+
+        The predicate sees each name's `name_head` (its first `NAME_MATCH_CHARS` characters):
+        a regex search over a 50 MB name would otherwise take seconds per predicate.
+        """
         return np.fromiter(
-            (bool(predicate(n)) for n in self.names), dtype=np.bool_, count=len(self.names)
+            (bool(predicate(name_head(n))) for n in self.names),
+            dtype=np.bool_,
+            count=len(self.names),
         )
 
     def name_of(self, row: int) -> str:

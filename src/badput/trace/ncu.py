@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from badput.errors import TraceFormatError
+from badput.trace._files import require_regular_file
 from badput.trace._ncu_metrics import (
     _DRAM_BW_LABELS,
     _DRAM_PCT_LABELS,
@@ -270,13 +271,15 @@ def read_ncu_csv(path: str) -> NcuReport:
         The kernels, in file order.
 
     Raises:
-        TraceFormatError: the file is missing, empty, not ncu CSV output, or ends mid-row.
+        TraceFormatError: the file is missing, not a regular file, empty, not ncu CSV output,
+            or ends mid-row.
 
     Example:
         >>> report = read_ncu_csv("copy_blocked.csv")  # doctest: +SKIP
         >>> report.kernels[0].dur_ns
         21058944.0
     """
+    require_regular_file(path)  # a FIFO or a device would block the read below
     try:
         with open(path, "rb") as f:
             data = f.read()

@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from badput.errors import TraceFormatError
 from badput.trace import _nsys_schema as schema
+from badput.trace._files import is_regular_file, require_regular_file
 from badput.trace._nsys_schema import MissingColumnError, ResolvedTable
 from badput.trace.model import NO_ID, EventKind, FlowPhase, Trace
 
@@ -80,10 +81,31 @@ _NO_STREAM = 0xFFFFFFFF  # streamId of a context-wide synchronization
 # Environment variables that tell a process's rank and world size (torchrun, MPI, Slurm).
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _WORLD_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+# Digits of a number read from text (a `#pid=` mark, an environment value): 18 fit an int64,
+# which is what SQLite compares with, and int() never meets its 4300-digit limit.
+_MAX_DIGITS = 18
+# Errors a value of the wrong SQLite type raises when it is converted to an integer.
+_CONVERSION_ERRORS = (ValueError, TypeError, OverflowError)
+
+
+def _decimal(text: str) -> int | None:
+    """The integer a text of ASCII digits spells, else None.
+
+    `str.isdigit` alone also takes digits such as `²` or `٣` that `int` refuses or reads
+    differently, so the text must be ASCII too.
+    """
+    if text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS:
+        return int(text)
+    return None
 
 
 def is_sqlite(path: str) -> bool:
-    """Whether a file starts with the SQLite 3 header (False when it cannot be read)."""
+    """Whether a file starts with the SQLite 3 header (False when it cannot be read).
+
+    Only a regular file is opened: reading a FIFO or a device could block forever.
+    """
+    if not is_regular_file(path):
+        return False
     try:
         with open(path, "rb") as f:
             return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
@@ -94,10 +116,7 @@ def is_sqlite(path: str) -> bool:
 @contextmanager
 def _connect(path: str) -> Iterator[sqlite3.Connection]:
     """A read-only connection (the export is never written, not even a journal)."""
-    if not os.path.exists(path):
-        raise TraceFormatError(path, "no such file")
-    if os.path.isdir(path):
-        raise TraceFormatError(path, "is a directory, not a trace file")
+    require_regular_file(path)
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True)
@@ -153,8 +172,13 @@ class _Reader:
     def _strings(self) -> dict[int, str]:
         for table, id_col, value_col in schema.STRING_TABLES:
             if table in self.tables:
-                rows = self.conn.execute(f'SELECT "{id_col}", "{value_col}" FROM "{table}"')
-                return {int(i): str(v) for i, v in rows}
+                rows = self.conn.execute(
+                    f'SELECT "{id_col}", "{value_col}" FROM "{table}" WHERE "{id_col}" IS NOT NULL'
+                )
+                try:
+                    return {int(i): str(v) for i, v in rows}
+                except _CONVERSION_ERRORS:
+                    raise _not_integers(self.conn, self.path, table, [id_col]) from None
         return {}
 
     def string(self, key: int) -> str:
@@ -167,8 +191,11 @@ class _Reader:
         """An ENUM_* table as id -> `column` (name or label); `default` without one."""
         if table not in self.tables or column not in schema.table_columns(self.conn, table):
             return dict(default)
-        rows = self.conn.execute(f'SELECT id, "{column}" FROM "{table}"')
-        return {int(i): str(v) for i, v in rows if v is not None}
+        rows = self.conn.execute(f'SELECT id, "{column}" FROM "{table}" WHERE id IS NOT NULL')
+        try:
+            return {int(i): str(v) for i, v in rows if v is not None}
+        except _CONVERSION_ERRORS:
+            raise _not_integers(self.conn, self.path, table, ["id"]) from None
 
     def resolve(self, spec: schema.TableSpec) -> ResolvedTable | None:
         try:
@@ -212,9 +239,15 @@ class _Reader:
                 columns = list(zip(*rows, strict=True))
                 texts.extend(columns[width])
                 rows = list(zip(*columns[:width], strict=True))
-            flat = np.fromiter(
-                itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * width
-            )
+            try:
+                flat = np.fromiter(
+                    itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * width
+                )
+            except _CONVERSION_ERRORS:
+                # TEXT, BLOB or REAL where an integer belongs: only now are the columns'
+                # types looked at, so a sound export pays nothing for the check.
+                names = [table.physical[k] for k in have]
+                raise _not_integers(self.conn, self.path, table.table, names, where) from None
             parts.append(flat.reshape(len(rows), width))
         ints = np.concatenate(parts) if parts else np.zeros((0, width), dtype=np.int64)
         n = ints.shape[0]
@@ -414,7 +447,10 @@ class _Reader:
                 self.conn, table
             ):
                 rows = self.conn.execute(f'SELECT "{id_col}", "{name_col}" FROM "{table}"')
-                return {int(i): str(n) for i, n in rows if i is not None and n}
+                try:
+                    return {int(i): str(n) for i, n in rows if i is not None and n}
+                except _CONVERSION_ERRORS:
+                    raise _not_integers(self.conn, self.path, table, [id_col]) from None
         return {}
 
     def base_time_ns(self) -> int | None:
@@ -422,7 +458,13 @@ class _Reader:
         if table not in self.tables or "utcEpochNs" not in schema.table_columns(self.conn, table):
             return None
         row = self.conn.execute(f'SELECT "utcEpochNs" FROM "{table}"').fetchone()
-        return int(row[0]) if row and row[0] and int(row[0]) > 0 else None
+        if not row or row[0] is None:
+            return None
+        try:
+            start = int(row[0])
+        except _CONVERSION_ERRORS:
+            raise _not_integers(self.conn, self.path, table, ["utcEpochNs"]) from None
+        return start if start > 0 else None
 
     def meta(self, table: str, names: Sequence[str]) -> dict[str, str]:
         """The name -> value rows of a (name, value) table, for the given names only."""
@@ -437,9 +479,9 @@ class _Reader:
     def versions(self) -> dict[str, str]:
         out: dict[str, str] = {}
         env = self.meta("TARGET_INFO_SYSTEM_ENV", ["CudaDriverVersion"])
-        driver = env.get("CudaDriverVersion", "")
-        if driver.isdigit() and int(driver) > 0:  # CUDA's encoding: 12040 -> 12.4
-            out["cuda_driver"] = f"{int(driver) // 1000}.{int(driver) % 1000 // 10}"
+        driver = _decimal(env.get("CudaDriverVersion", ""))
+        if driver is not None and driver > 0:  # CUDA's encoding: 12040 -> 12.4
+            out["cuda_driver"] = f"{driver // 1000}.{driver % 1000 // 10}"
         export = self.meta("META_DATA_EXPORT", ["EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION"])
         if "EXPORT_PRODUCT_VERSION" in export:
             out["nsys"] = export["EXPORT_PRODUCT_VERSION"]
@@ -464,7 +506,7 @@ class _Reader:
         }
         if len(processes) != 1:
             return None, None
-        values: dict[str, str] = {}
+        values: dict[str, int] = {}
         for var in _RANK_VARS + _WORLD_VARS:
             row = self.conn.execute(
                 f"SELECT value FROM \"{table}\" WHERE name LIKE '%:ENVIRONMENT_VARIABLE' "
@@ -472,14 +514,42 @@ class _Reader:
                 (f"{var}=%",),
             ).fetchone()
             if row and isinstance(row[0], str):
-                text = row[0].split("=", 1)[1].strip().strip('"')
-                if text.isdigit():
-                    values[var] = text
-        rank = next((int(values[v]) for v in _RANK_VARS if v in values), None)
-        world = next((int(values[v]) for v in _WORLD_VARS if v in values), None)
+                number = _decimal(row[0].split("=", 1)[1].strip().strip('"'))
+                if number is not None:
+                    values[var] = number
+        rank = next((values[v] for v in _RANK_VARS if v in values), None)
+        world = next((values[v] for v in _WORLD_VARS if v in values), None)
         if rank is None or world is None or not 0 <= rank < world:
             return None, None
         return rank, world
+
+
+def _not_integers(
+    conn: sqlite3.Connection, path: str, table: str, columns: Sequence[str], where: str = ""
+) -> TraceFormatError:
+    """The error for a table whose integer columns failed to convert: it names the column.
+
+    Called only after a conversion failed. The first of `columns` (in the rows `where`
+    selects) that holds a value of another SQLite type is named, with that type.
+    """
+    for column in columns:
+        condition = f"typeof(\"{column}\") NOT IN ('integer', 'null')"
+        if where:
+            condition += f" AND ({where})"
+        row = conn.execute(
+            f'SELECT typeof("{column}") FROM "{table}" WHERE {condition} LIMIT 1'
+        ).fetchone()
+        if row is not None:
+            return TraceFormatError(
+                path,
+                f"damaged export: table {table}, column {column} holds {str(row[0]).upper()} "
+                "values where integers belong",
+            )
+    return TraceFormatError(
+        path,
+        f"damaged export: table {table} holds values that are not integers in column(s) "
+        f"{', '.join(columns)}",
+    )
 
 
 def _pid(global_id: I64) -> I64:
@@ -548,11 +618,26 @@ def process_path(path: str, pid: int) -> str:
 
 
 def split_process_path(path: str) -> tuple[str, int | None]:
-    """(file, pid) of a `process_path`; (path, None) for a plain path."""
+    """(file, pid) of a `process_path`; (path, None) for a plain path.
+
+    A path is a `process_path` when it ends in `#pid=N` and no file has that whole name;
+    every open or stat of such a path must use the file part.
+
+    Raises:
+        TraceFormatError: the path ends in `#pid=` and text that is not a process id (ASCII
+            digits only), while the file before the mark exists.
+    """
     file, mark, pid = path.rpartition(PROCESS_MARK)
-    if mark and pid.isdigit() and not os.path.exists(path):
-        return file, int(pid)
-    return path, None
+    if not mark or os.path.lexists(path) or not os.path.lexists(file):
+        return path, None  # a plain path (of a file or of nothing) that contains the mark
+    number = _decimal(pid)
+    if number is None:
+        raise TraceFormatError(
+            path,
+            f"not a process id after {PROCESS_MARK} (it takes the decimal process id, as in "
+            f"report.sqlite{PROCESS_MARK}4242)",
+        )
+    return file, number
 
 
 def gpu_processes(path: str) -> list[int]:
@@ -564,8 +649,7 @@ def gpu_processes(path: str) -> list[int]:
     Raises:
         TraceFormatError: the file is not an nsys export with CUDA tables.
     """
-    if not os.path.exists(path):
-        raise TraceFormatError(path, "no such file")
+    require_regular_file(path)
     if not is_sqlite(path):
         raise TraceFormatError(path, "not an SQLite database (no SQLite header)")
     first_device: dict[int, int] = {}
@@ -582,18 +666,23 @@ def gpu_processes(path: str) -> list[int]:
             if table is None:
                 continue
             packed = "global_pid" in table.present
-            column = table.sql["global_pid" if packed else "process"]
+            key = "global_pid" if packed else "process"
+            column = table.sql[key]
             rows = conn.execute(
                 f'SELECT {column}, MIN({table.sql["device"]}) FROM "{table.table}" '
                 f"GROUP BY {column}"
             )
-            for raw, device in rows:
-                if raw is None:
-                    continue
-                pid = (int(raw) >> 24) & 0xFFFFFF if packed else int(raw)
-                if pid >= 0:
-                    low = int(device) if device is not None else 1 << 30
-                    first_device[pid] = min(first_device.get(pid, low), low)
+            try:
+                for raw, device in rows:
+                    if raw is None:
+                        continue
+                    pid = (int(raw) >> 24) & 0xFFFFFF if packed else int(raw)
+                    if pid >= 0:
+                        low = int(device) if device is not None else 1 << 30
+                        first_device[pid] = min(first_device.get(pid, low), low)
+            except _CONVERSION_ERRORS:
+                names = [table.physical[k] for k in (key, "device") if k in table.physical]
+                raise _not_integers(conn, path, table.table, names) from None
     return sorted(first_device, key=lambda p: (first_device[p], p))
 
 
@@ -623,13 +712,17 @@ def read_nsys(path: str, progress: Callable[[int], None] | None = None) -> Trace
     """
     label = path
     path, pid = split_process_path(path)
-    if not os.path.exists(path):
-        raise TraceFormatError(path, "no such file")
-    if not os.path.isdir(path) and not is_sqlite(path):
+    require_regular_file(path)
+    if not is_sqlite(path):
         raise TraceFormatError(path, "not an SQLite database (no SQLite header)")
     processes = gpu_processes(path) if pid is not None else []
     if pid is not None and pid not in processes:
-        raise TraceFormatError(label, f"the export has no GPU activity of process {pid}")
+        held = ", ".join(str(p) for p in sorted(processes)) or "none"
+        raise TraceFormatError(
+            label,
+            f"the export has no GPU activity of process {pid} (processes with GPU activity: "
+            f"{held})",
+        )
     with _connect(path) as conn:
         tables = {
             str(n) for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")

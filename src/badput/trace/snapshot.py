@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copyreg
 import gzip
+import io
 import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.errors import TraceFormatError
+from badput.trace._files import require_regular_file
+from badput.trace._limits import BoundedReader, held_bytes_limit
 from badput.trace.model import NO_ID
 
 __all__ = [
@@ -63,6 +66,7 @@ OTHER_ACTION = len(ACTIONS)  # an action this reader does not know; counted, nev
 UNKNOWN_SITE = "<unknown>"
 
 _NATIVE_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".c", ".h", ".hpp", ".so")
+_PICKLE_SHARE = 8
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -137,23 +141,30 @@ def load_snapshot(path: str) -> Snapshot:
         The typed snapshot.
 
     Raises:
-        TraceFormatError: missing file, not a pickle, truncated, refers to a Python global, or
-            not a memory snapshot.
+        TraceFormatError: missing file, not a regular file, not a pickle, truncated, refers to
+            a Python global, or not a memory snapshot.
 
     Example:
         >>> load_snapshot("snapshot.pickle").segments[0].total_size  # doctest: +SKIP
         20971520
     """
+    require_regular_file(path)  # a FIFO or a device would block the read below
     head = b""
     try:
         with open(path, "rb") as raw:
             head = raw.read(2)
             raw.seek(0)
             if head == _GZIP_MAGIC:
+                # Bounded: an unpickler takes its objects whole, so a gzip bomb would be
+                # inflated into memory before anything could be said about it. Unpickled
+                # objects take several times the bytes of their pickle: an eighth of the limit.
                 with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-                    data = safe_unpickle(gz)  # type: ignore[arg-type]
+                    bounded = BoundedReader(gz, path, held_bytes_limit(_PICKLE_SHARE))
+                    data = safe_unpickle(io.BufferedReader(bounded))
             else:
                 data = safe_unpickle(raw)
+    except TraceFormatError:
+        raise  # the inflate limit
     except FileNotFoundError:
         raise TraceFormatError(path, "no such file") from None
     except IsADirectoryError:
