@@ -495,3 +495,23 @@ def test_undefined_reason_names_the_case(
     assert reason("one_instant") == "the analysis window has zero length"
     assert reason("zero_steps", "steps:7-9") == "no step in the requested --window range"
     assert reason("single_kernel") is None
+
+
+def test_bench_ingest_takes_an_analysis_without_goodput(
+    traces: dict[str, Path], tmp_path: Path, capsys: Any
+) -> None:
+    """`bench ingest` of the JSON of a zero-length window: stored without a goodput row."""
+    doc = tmp_path / "analysis.json"
+    code, _, err = run_cli(
+        capsys, "analyze", traces["one_instant"], "--format", "json", "--out", doc
+    )
+    assert code == 0, err
+    assert json.loads(doc.read_text())["devices"][0]["goodput"] is None
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    code, _, err = run_cli(capsys, "bench", "ingest", doc, "--store", store)
+    assert code == 0, err
+    from badput.bench.store import Store
+
+    with Store.open(store) as s:
+        assert s.count("run") == 1
+        assert s.metrics("analyze") == []  # no goodput, and no idle share of no window

@@ -140,7 +140,8 @@ def analysis_run(
         rank, device = d.get("rank"), d.get("device")
         name = benchmark if len(devices) == 1 else f"{benchmark}[rank={rank},device={device}]"
         params = {"rank": rank, "device": device, "gpu": d.get("gpu")}
-        goodput = _scalar(_field(d, "goodput", int | float, w), w)
+        # null where the window has no length or no GPU work: stored as no goodput row.
+        goodput = _scalar(_field(d, "goodput", (int, float, type(None)), w), w)
         window = _scalar(_field(d, "window_us", int | float, w), w)
         idle = _scalar(_field(_field(d, "breakdown_us", Mapping, w), "idle", int | float, w), w)
         step = d.get("step_time_us")
