@@ -298,3 +298,20 @@ def test_not_a_regular_file_is_refused_without_blocking(tmp_path: Path, make: st
         path = Path("/dev/zero")
     with pytest.raises(TraceFormatError, match="not a regular file"):
         read_kineto(str(path))
+
+
+@pytest.mark.parametrize("case", ["before the array", "between events", "after the array"])
+def test_annotate_squeezes_a_whitespace_bomb_too(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """`annotate` streams its copy: 200 MiB of whitespace at a 16 MiB limit is neither held
+    nor searched again per piece, and the copy holds the original events."""
+    prefix, unit, suffix = _BOMBS[case]
+    path = _gzip(tmp_path / "bomb.json.gz", [prefix, (unit * MB, 200), suffix])
+    monkeypatch.setenv(MAX_HELD_ENV, str(16 * MB))
+    out = tmp_path / "annotated.json"
+    code, _, err = run_cli(capsys, "annotate", path, "--out", out)
+    assert code == 0, err
+    names = [e.get("name") for e in json.loads(out.read_text())["traceEvents"]]
+    assert "k0" in names
+    assert out.stat().st_size < 2 * MB

@@ -29,7 +29,8 @@ from badput.errors import BadputError, TraceFormatError
 from badput.report.json_report import us
 from badput.trace._kineto_json import _EVENTS_KEY
 from badput.trace._limits import MAX_HELD_ENV, held_bytes_limit, nesting_error
-from badput.trace.kineto import CHUNK_BYTES, _Source
+from badput.trace._squeeze import StringState
+from badput.trace.kineto import _SQUEEZE_AFTER, CHUNK_BYTES, _Source
 from badput.trace.kineto import _open as _open_trace
 from badput.trace.redact import redact_events, redact_json, redact_text
 
@@ -285,14 +286,27 @@ class _Copy:
             f.write(b"{" + b"".join(m + b"," for m in members) + b'"traceEvents":[')
         buf = bytearray(head[start:])  # starts with the "[" of the array
         del head
+        # As the reader does (`badput.trace.kineto`): text held without a cut for this long
+        # has its whitespace between tokens squeezed (a semantic no-op in the copy), so a
+        # whitespace bomb is neither held nor searched again and again.
+        squeeze_after = min(_SQUEEZE_AFTER, self.limit // 2)
+        squeezer: StringState | None = None
+        searched = 1  # buf[:searched] holds no place to cut (searched already)
         while True:
             chunk = self._read()
             if not chunk:
                 break
-            buf += chunk
+            buf += squeezer.squeeze(chunk) if squeezer is not None else chunk
+            if squeezer is None and len(buf) > squeeze_after:
+                squeezer = StringState()  # buf[0] is the "[", between tokens
+                buf[:] = squeezer.squeeze(buf)
+                searched = 1
             self._check_held(len(buf))
             if len(buf) >= CHUNK_BYTES:
-                self._cut(buf)
+                if self._cut(buf, searched):
+                    squeezer, searched = None, 1  # what is held starts at an event again
+                else:
+                    searched = max(1, len(buf) - 1)
         tail = bytes(buf)
         del buf
         rest: dict[str, msgspec.Raw] = {}
@@ -328,15 +342,22 @@ class _Copy:
         head = bytearray()
         searched = 0
         first = b""  # the first byte that is not whitespace
+        squeezer: StringState | None = None
         while True:
             chunk = self._read()
+            if squeezer is not None:
+                chunk = squeezer.squeeze(chunk)
             if not first:
-                first = bytes(chunk.lstrip(_WS)[:1])
+                first = chunk.translate(None, _WS)[:1]  # (translate: see trace._squeeze)
                 if not first:
                     if not chunk:
                         raise TraceFormatError(self.path, "empty file")
                     continue  # leading whitespace: nothing to keep
             head += chunk
+            if squeezer is None and len(head) > min(_SQUEEZE_AFTER, self.limit // 2):
+                squeezer = StringState()  # head[0] lies between tokens: the file's start
+                head[:] = squeezer.squeeze(head)
+                searched = 0
             self._check_held(len(head))
             if first == b"[":
                 return head, head.index(b"["), None
@@ -358,17 +379,21 @@ class _Copy:
             if not chunk:
                 raise TraceFormatError(self.path, "no traceEvents: not a profiler trace")
 
-    def _cut(self, buf: bytearray) -> None:
+    def _cut(self, buf: bytearray, lo: int) -> bool:
         """Write the events of `buf` up to a place to cut it, and drop them from `buf`.
 
         The piece is decoded where it lies: the comma of the cut is overwritten with "]" (and
         put back when the guess was wrong), so nothing is copied unless something is redacted.
+        Places are looked for in `buf[lo:]` only.
+
+        Returns:
+            Whether a piece was written.
         """
         hi = len(buf)
         for _ in range(_CUT_TRIES):
-            comma = _event_boundary(buf, hi)
+            comma = _event_boundary(buf, hi, lo)
             if comma < 0:
-                return
+                return False
             buf[comma] = 0x5D  # "]"
             try:
                 body, n = redact_events(buf, comma + 1)
@@ -382,7 +407,8 @@ class _Copy:
             else:
                 self._write_events(body, n)
             del buf[1 : comma + 1]
-            return
+            return True
+        return False
 
     def _write_events(self, body: bytes | memoryview, n: int) -> None:
         if n:
@@ -392,11 +418,11 @@ class _Copy:
             self.copied += n
 
 
-def _event_boundary(buf: bytearray, hi: int) -> int:
-    """The comma of the last `}` `,` `{` in `buf[1:hi]` (whitespace allowed); -1 if none."""
+def _event_boundary(buf: bytearray, hi: int, lo: int = 1) -> int:
+    """The comma of the last `}` `,` `{` in `buf[lo:hi]` (whitespace allowed); -1 if none."""
     pos = hi
     while True:
-        pos = buf.rfind(b"{", 1, pos)
+        pos = buf.rfind(b"{", max(lo, 1), pos)
         if pos < 0:
             return -1
         k = pos - 1
