@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from badput.errors import TraceFormatError
-from badput.trace import _squeeze, kineto
+from badput.trace import _limits, _squeeze, kineto
 from badput.trace._limits import MAX_HELD_ENV
 from badput.trace._squeeze import StringState
 from badput.trace.kineto import read_kineto
@@ -148,7 +148,7 @@ def test_huge_string_is_refused(
     tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 64 MiB name, with strings capped at 4 MiB for the test: refused, naming the size."""
-    monkeypatch.setattr(kineto, "MAX_STRING_BYTES", 4 * MB)
+    monkeypatch.setattr(_limits, "MAX_STRING_BYTES", 4 * MB)
     monkeypatch.setenv(MAX_HELD_ENV, str(1 << 34))
     monkeypatch.setattr(kineto, "_SQUEEZE_AFTER", MB)
     prefix = b'{"traceEvents": [\n{"ph":"X","cat":"kernel","name":"k'

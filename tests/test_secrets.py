@@ -680,9 +680,11 @@ def test_annotate_streams_in_pieces(
     chunk = 1024
     monkeypatch.setattr(perfetto, "CHUNK_BYTES", chunk)
     held: list[int] = []
-    check = perfetto._Copy._check_held
+    check = perfetto.check_held
     monkeypatch.setattr(
-        perfetto._Copy, "_check_held", lambda self, n: (held.append(n), check(self, n))[1]
+        perfetto,
+        "check_held",
+        lambda path, n, *rest: (held.append(n), check(path, n, *rest))[1],
     )
     doc = _documents()[which]
     text = LAYOUTS[layout](doc).encode()

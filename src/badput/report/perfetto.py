@@ -28,7 +28,7 @@ import numpy as np
 from badput.errors import BadputError, TraceFormatError
 from badput.report.json_report import us
 from badput.trace._kineto_json import _EVENTS_KEY
-from badput.trace._limits import MAX_HELD_ENV, held_bytes_limit, nesting_error
+from badput.trace._limits import check_held, held_bytes_limit, nesting_error
 from badput.trace._squeeze import StringState
 from badput.trace.kineto import _SQUEEZE_AFTER, CHUNK_BYTES, _Source
 from badput.trace.kineto import _open as _open_trace
@@ -256,15 +256,6 @@ class _Copy:
         self.read_bytes += len(chunk)
         return chunk
 
-    def _check_held(self, held: int) -> None:
-        if held > self.limit:
-            raise TraceFormatError(
-                self.path,
-                f"refused: {held:,} bytes of JSON text (of {self.read_bytes:,} read) give no "
-                f"place to cut them into pieces, past the {self.limit:,} bytes badput may hold "
-                f"at once (a share of the memory available; ${MAX_HELD_ENV} sets it)",
-            )
-
     def _decode_error(self, e: Exception) -> TraceFormatError:
         if isinstance(e, RecursionError):
             return nesting_error(self.path)
@@ -301,7 +292,7 @@ class _Copy:
                 squeezer = StringState()  # buf[0] is the "[", between tokens
                 buf[:] = squeezer.squeeze(buf)
                 searched = 1
-            self._check_held(len(buf))
+            check_held(self.path, len(buf), self.read_bytes, self.limit, squeezer)
             if len(buf) >= CHUNK_BYTES:
                 if self._cut(buf, searched):
                     squeezer, searched = None, 1  # what is held starts at an event again
@@ -358,7 +349,7 @@ class _Copy:
                 squeezer = StringState()  # head[0] lies between tokens: the file's start
                 head[:] = squeezer.squeeze(head)
                 searched = 0
-            self._check_held(len(head))
+            check_held(self.path, len(head), self.read_bytes, self.limit, squeezer)
             if first == b"[":
                 return head, head.index(b"["), None
             if first not in (b"", b"{"):

@@ -13,9 +13,12 @@ import io
 import os
 import resource
 import sys
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from badput.errors import TraceFormatError
+
+if TYPE_CHECKING:
+    from badput.trace._squeeze import StringState
 
 __all__ = [
     "MAX_HELD_ENV",
@@ -23,6 +26,7 @@ __all__ = [
     "NAME_MATCH_CHARS",
     "BoundedReader",
     "available_memory_bytes",
+    "check_held",
     "held_bytes_limit",
     "nesting_error",
 ]
@@ -182,3 +186,32 @@ class BoundedReader(io.RawIOBase):
                 f"at once (a share of the memory available; ${MAX_HELD_ENV} sets it)",
             )
         return n
+
+
+def check_held(path: str, held: int, total: int, limit: int, squeezer: StringState | None) -> None:
+    """Refuse text held past `limit`, or one string longer than any trace holds.
+
+    Args:
+        path: the file, for the error.
+        held: bytes of text held now.
+        total: bytes read so far.
+        limit: `held_bytes_limit()`.
+        squeezer: the string state of the text held, when it is followed.
+
+    Raises:
+        TraceFormatError: either limit is passed.
+    """
+    if squeezer is not None and squeezer.string_bytes > MAX_STRING_BYTES:
+        raise TraceFormatError(
+            path,
+            f"refused: a JSON string of over {squeezer.string_bytes:,} bytes (at byte "
+            f"{total - squeezer.string_bytes:,} of the text), past the {MAX_STRING_BYTES:,} "
+            "a trace's names and values may hold",
+        )
+    if held > limit:
+        raise TraceFormatError(
+            path,
+            f"refused: {held:,} bytes of JSON text (of {total:,} read) give no place to cut "
+            f"them into pieces, past the {limit:,} bytes badput may hold at once (a share of "
+            f"the memory available; ${MAX_HELD_ENV} sets it)",
+        )

@@ -51,12 +51,7 @@ from badput.trace._kineto_json import (
     _RawEvent,
     _safe_decode,
 )
-from badput.trace._limits import (
-    MAX_HELD_ENV,
-    MAX_STRING_BYTES,
-    held_bytes_limit,
-    nesting_error,
-)
+from badput.trace._limits import check_held, held_bytes_limit, nesting_error
 from badput.trace._squeeze import StringState
 from badput.trace.model import Trace
 
@@ -277,7 +272,7 @@ def _read_document(
         if squeezer is None and len(head) > squeeze_after:
             squeezer = StringState()  # the file's start lies between tokens
             head = bytearray(squeezer.squeeze(head))
-        _check_held(path, len(head), total, limit, squeezer)
+        check_held(path, len(head), total, limit, squeezer)
     prefix = bytes(head[:start])
     # `buf[:filled]` always starts with the "[" of the array. Each piece is decoded in place:
     # the array's head up to a comma that is overwritten with "]". The rest moves to the
@@ -314,7 +309,7 @@ def _read_document(
             filled = len(squeezed)
             buf[:filled] = squeezed
             lo = 1
-        _check_held(path, filled, total, limit, squeezer)
+        check_held(path, filled, total, limit, squeezer)
         if not streaming or filled < CHUNK_BYTES:
             continue
         comma, brace = _last_event_start(buf, lo, filled)
@@ -378,24 +373,6 @@ def _decode_rest(
             setattr(document, field, msgspec.Raw(bytes(getattr(document, field))))
         del text
     return document
-
-
-def _check_held(path: str, held: int, total: int, limit: int, squeezer: StringState | None) -> None:
-    """Refuse text held past `limit`, or one string longer than any trace holds."""
-    if squeezer is not None and squeezer.string_bytes > MAX_STRING_BYTES:
-        raise TraceFormatError(
-            path,
-            f"refused: a JSON string of over {squeezer.string_bytes:,} bytes (at byte "
-            f"{total - squeezer.string_bytes:,} of the text), past the {MAX_STRING_BYTES:,} "
-            "a trace's names and values may hold",
-        )
-    if held > limit:
-        raise TraceFormatError(
-            path,
-            f"refused: {held:,} bytes of JSON text (of {total:,} read) give no place to cut "
-            f"them into pieces, past the {limit:,} bytes badput may hold at once (a share of "
-            f"the memory available; ${MAX_HELD_ENV} sets it)",
-        )
 
 
 def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
