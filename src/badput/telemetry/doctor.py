@@ -10,6 +10,7 @@ import os
 import resource
 from collections.abc import Mapping
 
+from badput._text import is_ascii_digits
 from badput.telemetry.gpu_checks import Check, Status, check_mps, gpu_checks
 from badput.telemetry.host_checks import (
     Software,
@@ -51,7 +52,7 @@ def _gpu_for_rank(local_rank: int, env: Mapping[str, str], count: int) -> int | 
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         ids = [s.strip() for s in cvd.split(",") if s.strip()]
-        if local_rank >= len(ids) or not (ids[local_rank].isascii() and ids[local_rank].isdigit()):
+        if local_rank >= len(ids) or not is_ascii_digits(ids[local_rank]):
             return None  # UUIDs and MIG names need NVML to resolve; not done here
         index = int(ids[local_rank])
     else:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from badput._text import is_ascii_digits
 from badput.telemetry.gpu_checks import Check, Status
 
 __all__ = [
@@ -511,7 +512,7 @@ def check_env(env: Mapping[str, str], allowed_cpus: int, rdma: bool) -> Check:
             )
         )
     omp = val("OMP_NUM_THREADS")
-    if omp and omp.isascii() and omp.isdigit() and allowed_cpus and int(omp) > allowed_cpus:
+    if omp and is_ascii_digits(omp) and allowed_cpus and int(omp) > allowed_cpus:
         problems.append(
             (
                 Status.WARN,

@@ -17,6 +17,7 @@ import os
 import warnings
 from collections.abc import Mapping
 
+from badput._text import is_ascii_digits
 from badput.telemetry.sampler import TelemetryWarning
 from badput.telemetry.sources import Host
 
@@ -43,7 +44,7 @@ def gpu_numa_cpus(
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         ids = [s.strip() for s in cvd.split(",") if s.strip()]
-        if local_rank >= len(ids) or not (ids[local_rank].isascii() and ids[local_rank].isdigit()):
+        if local_rank >= len(ids) or not is_ascii_digits(ids[local_rank]):
             raise LookupError(
                 f"CUDA_VISIBLE_DEVICES={cvd!r} has no GPU index for local rank {local_rank}"
             )

@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from badput._text import is_ascii_digits
 from badput.trace import _fastscan
 from badput.trace._kineto_json import (
     _DROP,
@@ -31,7 +32,6 @@ from badput.trace._kineto_json import (
     _CommValues,
     _decode_args_only,
     _Event,
-    _is_int_text,
     _RawEvent,
 )
 from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase
@@ -65,7 +65,7 @@ class _IdMap(dict[object, int]):
         return value
 
     def _convert(self, key: object) -> int:
-        if not isinstance(key, str) or _is_int_text(key.strip().lstrip("-")):
+        if not isinstance(key, str) or is_ascii_digits(key.strip().lstrip("-")):
             return _as_int(key)
         match = _STREAM_LABEL.match(key)
         if match:

@@ -13,6 +13,7 @@ import re
 import msgspec
 import numpy as np
 
+from badput._text import is_ascii_digits
 from badput.trace.model import NO_ID, EventKind, FlowPhase
 
 _EMPTY = msgspec.Raw(b"")
@@ -219,14 +220,9 @@ def _as_int(value: object) -> int:
         return value if -(2**63) <= value < 2**63 else NO_ID
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return int(value)
-    if isinstance(value, str) and _is_int_text(value.strip().lstrip("-")):
+    if isinstance(value, str) and is_ascii_digits(value.strip().lstrip("-")):
         return _as_int(int(value.strip()))
     return NO_ID
-
-
-def _is_int_text(text: str) -> bool:
-    """Whether `text` is ASCII digits: isdigit() alone also takes "²", which int() refuses."""
-    return text.isascii() and text.isdigit()
 
 
 def _as_args(raw: msgspec.Raw) -> _Args:

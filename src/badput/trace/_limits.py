@@ -15,6 +15,7 @@ import resource
 import sys
 from typing import TYPE_CHECKING, Protocol
 
+from badput._text import is_ascii_digits
 from badput.errors import TraceFormatError
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def held_bytes_limit(share: int = 1) -> int:
     raw = os.environ.get(MAX_HELD_ENV)
     if raw is not None:
         text = raw.strip()
-        if not (text.isascii() and text.isdigit() and int(text) > 0):
+        if not (is_ascii_digits(text) and int(text) > 0):
             raise TraceFormatError(f"${MAX_HELD_ENV}", "must be a positive number of bytes")
         return int(text) // share
     return available_memory_bytes() // _HELD_SHARE // share

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from badput._text import is_ascii_digits
 from badput.errors import TraceFormatError
 from badput.trace import _nsys_schema as schema
 from badput.trace._files import is_regular_file, require_regular_file
@@ -91,10 +92,9 @@ _CONVERSION_ERRORS = (ValueError, TypeError, OverflowError)
 def _decimal(text: str) -> int | None:
     """The integer a text of ASCII digits spells, else None.
 
-    `str.isdigit` alone also takes digits such as `²` or `٣` that `int` refuses or reads
-    differently, so the text must be ASCII too.
+    (`is_ascii_digits`: `str.isdigit` alone also takes `²` or `٣`.)
     """
-    if text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS:
+    if is_ascii_digits(text) and len(text) <= _MAX_DIGITS:
         return int(text)
     return None
 
