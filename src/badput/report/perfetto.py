@@ -30,7 +30,7 @@ from badput.report.json_report import us
 from badput.trace._kineto_json import _EVENTS_KEY
 from badput.trace._limits import check_held, held_bytes_limit, nesting_error
 from badput.trace._squeeze import StringState
-from badput.trace.kineto import _SQUEEZE_AFTER, CHUNK_BYTES, _Source
+from badput.trace.kineto import _SQUEEZE_AFTER, CHUNK_BYTES, _json_problem, _Source
 from badput.trace.kineto import _open as _open_trace
 from badput.trace.redact import redact_events, redact_json, redact_text
 
@@ -256,15 +256,11 @@ class _Copy:
         self.read_bytes += len(chunk)
         return chunk
 
-    def _decode_error(self, e: Exception) -> TraceFormatError:
+    def _decode_error(self, e: msgspec.DecodeError | RecursionError) -> TraceFormatError:
+        """The error the reader gives for the same text (`badput.trace.kineto`)."""
         if isinstance(e, RecursionError):
             return nesting_error(self.path)
-        text = str(e)
-        if "truncated" in text:
-            return TraceFormatError(
-                self.path, "truncated JSON: the file ends in the middle of the data"
-            )
-        return TraceFormatError(self.path, f"not a JSON trace ({text})")
+        return TraceFormatError(self.path, _json_problem(e))
 
     def run(self, added: Sequence[bytes]) -> int:
         """Copy the whole trace; return the number of original events."""
