@@ -33,7 +33,6 @@ __all__ = [
     "Dialect",
     "Target",
     "connect",
-    "describe_error",
     "parse_url",
     "redact",
 ]
@@ -392,9 +391,3 @@ def connect(target: Target, *, timeout_s: float = 60.0, read_only: bool = False)
     if target.dialect is POSTGRES:
         return _connect_postgres(target, timeout_s)
     return _connect_sqlite(target, timeout_s, read_only)
-
-
-def describe_error(target: Target, error: BaseException) -> str:
-    """A one-line message for a driver error while opening `target` (no password in it)."""
-    secrets = _secrets(target.location) if target.dialect is POSTGRES else []
-    return f"{target.shown}: cannot open as a results store ({_one_line(error, secrets)})"
