@@ -27,9 +27,12 @@ _COLUMNS = (
     "phase", "cat", "name", "pid", "pid_label", "tid", "tid_label", "ts", "has_ts", "dur",
     "has_dur", "id", "id_label", "device", "stream", "correlation", "ext", "ext_lower",
     "bytes", "alloc_bytes", "total_allocated", "total_reserved", "device_id", "device_type",
-    "meta_row", "meta_off", "meta_len",
+    "meta_row", "meta_off", "meta_len", "op_row", "op_dims", "op_types", "op_strides",
+    "op_concrete", "op_seq", "op_fwd",
 )  # fmt: skip
-# The meta_* columns are sparse: one entry per kept row whose args hold "Collective name".
+# The meta_* columns are sparse: one entry per kept row whose args hold "Collective name";
+# so are the op_* columns: one per kept row with shape arguments (record_shapes=True), the
+# four lists as ids into `Scanned.op_values` (int32, -1: absent), the two integers int64.
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class Scanned:
     """Columns of one scanned piece, with the piece's own string and label tables.
 
     `meta_args` holds the JSON text of the args of the rows in the `meta_row` column (those
-    with NCCL metadata), for the caller to decode.
+    with NCCL metadata), for the caller to decode. `op_values` holds the raw JSON texts that
+    the `op_dims`, `op_types`, `op_strides` and `op_concrete` columns index, each once.
     """
 
     raw: dict[str, bytes]
@@ -45,6 +49,7 @@ class Scanned:
     labels: list[str]
     seen: int
     meta_args: list[bytes]
+    op_values: list[bytes]
 
     def column(self, key: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
         """A read-only view of one column."""
@@ -65,7 +70,7 @@ def scan(array_text: bytes | memoryview) -> Scanned | None:
     if result is None:
         return None
     n = len(_COLUMNS)
-    if len(result) != n + 3:
+    if len(result) != n + 4:
         return None  # a stale build of _scan.c: the complete decoder reads it right
     try:
         strings = [_text(b) for b in result[n]]
@@ -79,4 +84,4 @@ def scan(array_text: bytes | memoryview) -> Scanned | None:
         lengths = np.frombuffer(raw["meta_len"], dtype=np.int64).tolist()
         with memoryview(array_text) as view:  # released here: the caller's buffer may regrow
             meta_args = [bytes(view[o : o + k]) for o, k in zip(offsets, lengths, strict=True)]
-    return Scanned(raw, strings, labels, result[n + 2], meta_args)
+    return Scanned(raw, strings, labels, result[n + 2], meta_args, result[n + 3])

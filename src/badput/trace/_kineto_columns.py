@@ -3,12 +3,13 @@
 Private to the reader. `_Columns` takes decoded pieces (typed structs, C-scanner columns, or
 lenient raw events), interns names and labels, maps categories and phases, and finishes into
 the columns of the `Trace` model; `_comm_meta` turns the args texts of events with NCCL
-metadata into the sparse `CommMeta` table.
+metadata into the sparse `CommMeta` table, and `_op_args` gathers the shape arguments of the
+ops (record_shapes=True) into the sparse `OpArgs` table.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -23,6 +24,7 @@ from badput.trace._kineto_json import (
     _MISSING,
     _PHASE_BY_PH,
     _STREAM_LABEL,
+    _Args,
     _as_args,
     _as_id,
     _as_int,
@@ -32,12 +34,14 @@ from badput.trace._kineto_json import (
     _CommValues,
     _decode_args_only,
     _Event,
+    _int64,
     _RawEvent,
 )
-from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase
+from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase, OpArgs
 from badput.trace.numbers import us_text_to_ns
 
 I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
 
 
 class _Interner(dict[str, int]):
@@ -111,6 +115,93 @@ MEMORY_EVENT_NAME = "[memory]"
 _CUDA_DEVICE_TYPE = 1  # args["Device Type"] of a memory event on a GPU (0 is the CPU)
 
 
+class _PieceOps(NamedTuple):
+    """The shape arguments of one piece's rows that have them, before ids are made global."""
+
+    row: I64  # row in the piece, ascending
+    ids: I32  # (n, 4): dims, types, strides, concrete as indexes into `values`; NO_ID absent
+    seq: I64
+    fwd: I64
+    values: list[bytes]  # the piece's own interned raw texts
+
+    def take(self, keep: npt.NDArray[np.bool_]) -> _PieceOps:
+        return _PieceOps(
+            self.row[keep], self.ids[keep], self.seq[keep], self.fwd[keep], self.values
+        )
+
+
+_OP_ID_COLUMNS = ("op_dims", "op_types", "op_strides", "op_concrete")
+#: Columns of `OpArgs`, with their dtypes.
+_OP_COLUMNS: dict[str, type[np.generic]] = {
+    "row": np.int64,
+    "dims": np.int32,
+    "types": np.int32,
+    "strides": np.int32,
+    "concrete": np.int32,
+    "sequence": np.int64,
+    "fwd_tid": np.int64,
+}
+
+
+class _TextIds(dict[bytes, int]):
+    """Raw text -> dense id in order of first sight; the empty text (absent) is NO_ID."""
+
+    def __init__(self) -> None:
+        super().__init__({b"": NO_ID})
+
+    def __missing__(self, key: bytes) -> int:
+        value = len(self) - 1
+        self[key] = value
+        return value
+
+
+def _piece_ops(args: list[_Args]) -> _PieceOps | None:
+    """The shape arguments of a piece's rows (their args, in row order); None if none has any.
+
+    Per row only copies and dict lookups: which texts are lists is judged once per distinct
+    text (a value that is not a list is absent, as on the other paths).
+    """
+    marked = [
+        i
+        for i, a in enumerate(args)
+        if a.input_dims
+        or a.input_type
+        or a.input_strides
+        or a.concrete_inputs
+        or a.sequence != NO_ID
+        or a.fwd_tid != NO_ID
+    ]
+    if not marked:
+        return None
+    chosen = [args[i] for i in marked]
+    ids_of = _TextIds()
+    flat = [
+        ids_of[bytes(raw)]
+        for a in chosen
+        for raw in (a.input_dims, a.input_type, a.input_strides, a.concrete_inputs)
+    ]
+    values = list(ids_of)[1:]  # in id order, past the empty text
+    is_list = np.array([v[:1] == b"[" for v in values] + [False], dtype=np.bool_)
+    ids = np.array(flat, dtype=np.int32).reshape(-1, 4)
+    ids[~is_list[ids]] = NO_ID  # NO_ID indexes the last slot: False
+    seq = _int64_array([a.sequence for a in chosen])
+    fwd = _int64_array([a.fwd_tid for a in chosen])
+    keep = (ids >= 0).any(axis=1) | (seq != NO_ID) | (fwd != NO_ID)
+    if not keep.any():
+        return None
+    rows = np.array(marked, dtype=np.int64)
+    ops = _PieceOps(rows, ids, seq, fwd, values)
+    return ops if keep.all() else ops.take(keep)
+
+
+def _int64_array(values: list[int]) -> I64:
+    """Integers msgspec decoded (any size) as int64; NO_ID for one beyond it."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return np.array([_int64(v) for v in values], dtype=np.int64)
+
+
 class _Columns:
     """Accumulates typed columns piece by piece."""
 
@@ -129,6 +220,11 @@ class _Columns:
         self.rows = 0  # rows kept so far
         self.meta_rows: list[int] = []  # rows with NCCL metadata, and their values
         self.meta_values: list[_CommValues] = []
+        # Shape arguments: the `OpArgs` columns piece by piece (value ids global), and the
+        # raw texts the ids index, interned across pieces.
+        self.op_parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _OP_COLUMNS}
+        self.op_values: list[bytes] = []
+        self.op_index: dict[bytes, int] = {}
 
     def add(
         self,
@@ -168,7 +264,7 @@ class _Columns:
         args = [e.args for e in events]
 
         def arg(key: str) -> I64:
-            return np.array([getattr(a, key) for a in args], dtype=np.int64)
+            return _int64_array([getattr(a, key) for a in args])
 
         cols: dict[str, npt.NDArray[Any]] = {
             "kind": np.array([kinds[e.cat] for e in events], dtype=np.int8),
@@ -188,7 +284,7 @@ class _Columns:
         if flow.size:
             cols["correlation"][flow] = [ids[events[i].id] for i in flow.tolist()]
         cols["bad"] = bad_ts | bad_dur | (ts_ns == _MISSING)
-        self._finish(cols, meta)
+        self._finish(cols, meta, _piece_ops(args))
 
     def add_scanned(self, scanned: _fastscan.Scanned) -> None:
         """Take the columns of the C scanner (`_scan.c`), mapping its local ids to ours."""
@@ -236,7 +332,13 @@ class _Columns:
                     "total_reserved", "device_id", "device_type"):  # fmt: skip
             cols[key] = scanned.column(key, np.int64)
         meta_rows = scanned.column("meta_row", np.int64).tolist()
-        self._finish(cols, list(zip(meta_rows, scanned.meta_args, strict=True)))
+        op_row = scanned.column("op_row", np.int64)
+        ops = None
+        if op_row.shape[0]:
+            ids = np.stack([scanned.column(k, np.int32) for k in _OP_ID_COLUMNS], axis=1)
+            seq, fwd = scanned.column("op_seq", np.int64), scanned.column("op_fwd", np.int64)
+            ops = _PieceOps(op_row, ids, seq, fwd, scanned.op_values)
+        self._finish(cols, list(zip(meta_rows, scanned.meta_args, strict=True)), ops)
 
     def add_lenient(self, raw_events: list[_RawEvent]) -> None:
         """Convert events whose fields have unexpected types, one at a time."""
@@ -257,11 +359,16 @@ class _Columns:
             )
         self.add(typed, raw_args=[raw.args for raw in raw_events])
 
-    def _finish(self, c: dict[str, npt.NDArray[Any]], meta: list[tuple[int, bytes]]) -> None:
+    def _finish(
+        self,
+        c: dict[str, npt.NDArray[Any]],
+        meta: list[tuple[int, bytes]],
+        ops: _PieceOps | None = None,
+    ) -> None:
         """Shared last step of both decode paths: derive, validate and store one piece.
 
         `meta` lists (row in the piece, args text) of the rows whose args have a
-        `"Collective name"` key.
+        `"Collective name"` key; `ops` holds the shape arguments of the piece's rows.
         """
         phase = c["phase"]
         bad = c.pop("bad") & (phase == FlowPhase.COMPLETE)  # a flow arrow needs no time
@@ -270,14 +377,20 @@ class _Columns:
             keep = ~bad
             c = {k: v[keep] for k, v in c.items()}
             phase = c["phase"]
+            new_row = np.cumsum(keep) - 1
             if meta:
-                new_row = (np.cumsum(keep) - 1).tolist()
-                meta = [(new_row[r], a) for r, a in meta if keep[r]]
+                new_rows = new_row.tolist()
+                meta = [(new_rows[r], a) for r, a in meta if keep[r]]
+            if ops is not None:
+                ops = ops.take(keep[ops.row])
+                ops = ops._replace(row=new_row[ops.row])
         for r, text in meta:
             values = _comm_values(text)
             if values is not None:
                 self.meta_rows.append(self.rows + r)
                 self.meta_values.append(values)
+        if ops is not None and ops.row.shape[0]:
+            self._add_ops(ops)
         kind, dur_ns, name_id, ts_ns = c["kind"], c["dur_ns"], c["name_id"], c["ts_ns"]
         kind[(phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)] = EventKind.FLOW
         memory = phase == FlowPhase.INSTANT
@@ -301,6 +414,32 @@ class _Columns:
             self.parts[key].append(c[key])
         self.rows += int(phase.shape[0])
 
+    def _add_ops(self, ops: _PieceOps) -> None:
+        """Store one piece's shape arguments, its value ids made global.
+
+        Both decode paths number a piece's texts in the order of their first use by a kept row
+        (row by row, dims, types, strides, concrete), so mapping them in local-id order gives
+        both the same `values`. A text only rows dropped for a bad time used is not kept.
+        """
+        used = np.zeros(len(ops.values) + 1, dtype=np.bool_)
+        used[ops.ids] = True  # NO_ID marks the last slot
+        # -1 (absent) indexes the last slot of `lut`, which stays NO_ID
+        lut = np.full(len(ops.values) + 1, NO_ID, dtype=np.int32)
+        index, values = self.op_index, self.op_values
+        for local in np.flatnonzero(used[:-1]).tolist():
+            text = ops.values[local]
+            value_id = index.get(text)
+            if value_id is None:
+                value_id = index[text] = len(values)
+                values.append(text)
+            lut[local] = value_id
+        parts = self.op_parts
+        parts["row"].append(ops.row + self.rows)
+        for j, key in enumerate(("dims", "types", "strides", "concrete")):
+            parts[key].append(lut[ops.ids[:, j]])
+        parts["sequence"].append(ops.seq)
+        parts["fwd_tid"].append(ops.fwd)
+
     def _name(self, name_id: int) -> str:
         for name, nid in self.names.items():
             if nid == name_id:
@@ -309,11 +448,31 @@ class _Columns:
 
     def column(self, key: str) -> npt.NDArray[Any]:
         """One whole column, every piece concatenated."""
-        parts = self.parts[key]
-        dtype = _COLUMN_TYPES[key]
-        if not parts:
-            return np.zeros(0, dtype=dtype)
-        return np.concatenate(parts).astype(dtype, copy=False)
+        return _joined(self.parts[key], _COLUMN_TYPES[key])
+
+    def take_column(self, key: str) -> npt.NDArray[Any]:
+        """`column`, its pieces dropped: the last step holds each column once, not twice."""
+        out = self.column(key)
+        self.parts[key].clear()
+        return out
+
+
+def _joined(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
+    if not parts:
+        return np.zeros(0, dtype=dtype)
+    return np.concatenate(parts).astype(dtype, copy=False)
+
+
+def _op_args(columns: _Columns) -> OpArgs | None:
+    """The sparse table of shape arguments; None when no row has any. Takes the pieces."""
+    parts = columns.op_parts
+    if not parts["row"]:
+        return None
+    table: dict[str, npt.NDArray[Any]] = {}
+    for key, dtype in _OP_COLUMNS.items():
+        table[key] = _joined(parts[key], dtype)
+        parts[key].clear()
+    return OpArgs(**table, values=columns.op_values)
 
 
 def _comm_meta(columns: _Columns) -> CommMeta | None:

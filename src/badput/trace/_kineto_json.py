@@ -82,10 +82,22 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     # Only marks NCCL metadata (any JSON type); `_comm_values` reads it from the args text.
     # One field, not six: each field makes msgspec's lookup of every other key slower.
     collective_name: msgspec.Raw = msgspec.field(default=_EMPTY, name="Collective name")
+    # Shape arguments (record_shapes=True), the lists raw: `_piece_ops` keeps their text.
+    input_dims: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")
+    input_strides: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Strides")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=_EMPTY, name="Concrete Inputs")
+    sequence: int = msgspec.field(default=NO_ID, name="Sequence number")
+    fwd_tid: int = msgspec.field(default=NO_ID, name="Fwd thread id")
 
 
 _NO_ARGS = _Args()
 _PRESENT = msgspec.Raw(b"true")
+
+
+def _int64(value: int) -> int:
+    """An integer msgspec decoded (any size); NO_ID beyond int64."""
+    return value if -(2**63) <= value < 2**63 else NO_ID
 
 
 class _CommArgs(msgspec.Struct, frozen=True, gc=False):
@@ -182,6 +194,7 @@ _decode_raw_events = msgspec.json.Decoder(list[_RawEvent]).decode
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _decode_document = msgspec.json.Decoder(_Document).decode
 _decode_any = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
 
 
 def _as_str(raw: msgspec.Raw) -> str:
@@ -244,7 +257,18 @@ def _as_args(raw: msgspec.Raw) -> _Args:
         device_id=_as_int(value.get("Device Id")),
         device_type=_as_int(value.get("Device Type")),
         collective_name=_PRESENT if "Collective name" in value else _EMPTY,
+        input_dims=_encoded_list(value.get("Input Dims")),
+        input_type=_encoded_list(value.get("Input type")),
+        input_strides=_encoded_list(value.get("Input Strides")),
+        concrete_inputs=_encoded_list(value.get("Concrete Inputs")),
+        sequence=_as_int(value.get("Sequence number")),
+        fwd_tid=_as_int(value.get("Fwd thread id")),
     )
+
+
+def _encoded_list(value: object) -> msgspec.Raw:
+    """A decoded shape-argument list as JSON text again; `_EMPTY` for anything else."""
+    return msgspec.Raw(_encode(value)) if isinstance(value, list) else _EMPTY
 
 
 def _safe_decode(raw: msgspec.Raw) -> object:

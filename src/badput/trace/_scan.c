@@ -12,7 +12,11 @@
  * (phases X, s, f, t, and the allocator's "[memory]" instant events); other events are only
  * counted. Three sparse columns (meta_row, meta_off, meta_len) list only the kept events whose
  * args hold a "Collective name" (NCCL metadata): the row, and where the args object lies in the
- * input, so that the caller decodes those few args with msgspec.
+ * input, so that the caller decodes those few args with msgspec. Seven more sparse columns
+ * (op_row, op_dims, op_types, op_strides, op_concrete, op_seq, op_fwd) list the kept events
+ * whose args hold shape arguments (record_shapes=True): "Input Dims", "Input type",
+ * "Input Strides" and "Concrete Inputs" as ids into one more interner, of raw value texts (a
+ * value that is not a list counts as absent), and "Sequence number" and "Fwd thread id".
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,15 +35,24 @@ typedef struct {
     size_t cap;
 } column;
 
-static int col_push(column *c, const void *value, size_t size) {
-    if (c->len + size > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 4096;
-        while (cap < c->len + size) cap *= 2;
-        char *data = realloc(c->data, cap);
-        if (!data) return -1;
-        c->data = data;
-        c->cap = cap;
-    }
+static int col_grow(column *c, size_t size) {
+    size_t cap = c->cap ? c->cap * 2 : 4096;
+    while (cap < c->len + size) cap *= 2;
+    char *data = realloc(c->data, cap);
+    if (!data) return -1;
+    c->data = data;
+    c->cap = cap;
+    return 0;
+}
+
+/* Inlined: `size` is a constant at every call, so the copy is one move. */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+static ALWAYS_INLINE int col_push(column *c, const void *value, size_t size) {
+    if (c->len + size > c->cap && col_grow(c, size) < 0) return -1;
     memcpy(c->data + c->len, value, size);
     c->len += size;
     return 0;
@@ -60,13 +73,21 @@ typedef struct {
     column order;   /* slot pointers in id order: (ptr, len) pairs */
 } interner;
 
+/* Eight bytes a step (shape lists run to a few hundred bytes, and every row has a name). */
 static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ULL;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
     }
-    return h;
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
 }
 
 static int intern_grow(interner *t) {
@@ -113,11 +134,33 @@ static inline void skip_ws(cursor *c) {
         c->p++;
 }
 
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define WORD_SCAN 1
+#define BYTES(x) (0x0101010101010101ULL * (x))
+/* Offset of the first byte of the 8 at p that is '"', '\\' or a control character; 8 if none.
+ * (Each test flags its first matching byte exactly; later flags may be false, never earlier.) */
+static inline int first_special(const char *p) {
+    uint64_t w, q, b;
+    memcpy(&w, p, 8);
+    q = w ^ BYTES('"');
+    b = w ^ BYTES('\\');
+    uint64_t m = (((q - BYTES(1)) & ~q) | ((b - BYTES(1)) & ~b) | ((w - BYTES(0x20)) & ~w)) &
+                 BYTES(0x80);
+    return m ? __builtin_ctzll(m) >> 3 : 8;
+}
+#endif
+
 /* Scan a string starting at its opening quote; set [*s, *s + *n) to its raw content. */
 static int scan_string(cursor *c, const char **s, Py_ssize_t *n) {
     if (c->p >= c->end || *c->p != '"') return -1;
     const char *start = ++c->p;
     while (c->p < c->end) {
+#ifdef WORD_SCAN
+        int skip;
+        while (c->end - c->p >= 8 && (skip = first_special(c->p)) == 8) c->p += 8;
+        if (c->end - c->p >= 8) c->p += skip;
+        if (c->p >= c->end) break;
+#endif
         char ch = *c->p;
         if (ch == '"') {
             *s = start;
@@ -126,8 +169,25 @@ static int scan_string(cursor *c, const char **s, Py_ssize_t *n) {
             return 0;
         }
         if (ch == '\\') {
-            c->p += 2;
-            continue;
+            /* only the escapes JSON has: msgspec refuses the others */
+            if (c->end - c->p < 2) return -1;
+            switch (c->p[1]) {
+                case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+                    c->p += 2;
+                    continue;
+                case 'u':
+                    if (c->end - c->p < 6) return -1;
+                    for (int i = 2; i < 6; i++) {
+                        char h = c->p[i];
+                        if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
+                              (h >= 'A' && h <= 'F')))
+                            return -1;
+                    }
+                    c->p += 6;
+                    continue;
+                default:
+                    return -1;
+            }
         }
         if ((unsigned char)ch < 0x20) return -1; /* raw control character: invalid JSON */
         c->p++;
@@ -171,18 +231,29 @@ static int skip_container(cursor *c, char close, int depth) {
     }
 }
 
+static inline int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* A JSON number, by JSON's grammar (no leading zeros, digits after '.' and after 'e'). */
 static int skip_number(cursor *c) {
-    const char *start = c->p;
     if (c->p < c->end && *c->p == '-') c->p++;
-    while (c->p < c->end) {
-        char ch = *c->p;
-        if ((ch >= '0' && ch <= '9') || ch == '.' || ch == 'e' || ch == 'E' || ch == '+' ||
-            ch == '-')
-            c->p++;
-        else
-            break;
+    if (c->p >= c->end || !is_digit(*c->p)) return -1;
+    if (*c->p == '0') {
+        c->p++;
+    } else {
+        while (c->p < c->end && is_digit(*c->p)) c->p++;
     }
-    return c->p > start ? 0 : -1;
+    if (c->p < c->end && *c->p == '.') {
+        c->p++;
+        if (c->p >= c->end || !is_digit(*c->p)) return -1;
+        while (c->p < c->end && is_digit(*c->p)) c->p++;
+    }
+    if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
+        c->p++;
+        if (c->p < c->end && (*c->p == '+' || *c->p == '-')) c->p++;
+        if (c->p >= c->end || !is_digit(*c->p)) return -1;
+        while (c->p < c->end && is_digit(*c->p)) c->p++;
+    }
+    return 0;
 }
 
 static int skip_literal(cursor *c, const char *word, size_t n) {
@@ -223,6 +294,7 @@ static int scan_int(cursor *c, int64_t *out) {
     }
     const char *start = c->p;
     uint64_t v = 0;
+    if (c->end - c->p >= 2 && c->p[0] == '0' && is_digit(c->p[1])) return -1; /* "01" */
     while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
         if (c->p - start >= 18) return -1; /* could overflow: let the slow path decide */
         v = v * 10 + (uint64_t)(*c->p - '0');
@@ -244,6 +316,7 @@ static int scan_us(cursor *c, int64_t *out) {
     }
     const char *start = c->p;
     uint64_t whole = 0;
+    if (c->end - c->p >= 2 && c->p[0] == '0' && is_digit(c->p[1])) return -1; /* "01" */
     while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
         if (c->p - start >= 16) return -1;
         whole = whole * 10 + (uint64_t)(*c->p - '0');
@@ -299,8 +372,28 @@ typedef struct {
         total_reserved, device_id, device_type;
 } args_t;
 
+/* Shape arguments of an op (record_shapes=True): the spans of the four lists in the input
+ * (NULL: absent, or not a list), and the two integers (NO_ID: absent). */
+enum { OP_DIMS, OP_TYPES, OP_STRIDES, OP_CONCRETE, N_OP_LISTS };
+
+typedef struct {
+    const char *ptr[N_OP_LISTS];
+    Py_ssize_t len[N_OP_LISTS];
+    int64_t seq, fwd;
+} op_t;
+
+static const op_t NO_OP = {{NULL, NULL, NULL, NULL}, {0, 0, 0, 0}, NO_ID, NO_ID};
+
+static int op_list(const char *k, Py_ssize_t kn) {
+    if (KEY_IS(k, kn, "Input Dims")) return OP_DIMS;
+    if (KEY_IS(k, kn, "Input type")) return OP_TYPES;
+    if (KEY_IS(k, kn, "Input Strides")) return OP_STRIDES;
+    if (KEY_IS(k, kn, "Concrete Inputs")) return OP_CONCRETE;
+    return -1;
+}
+
 /* has_coll is set when the args hold a "Collective name" key (NCCL metadata). */
-static int scan_args(cursor *c, args_t *a, int *has_coll) {
+static int scan_args(cursor *c, args_t *a, int *has_coll, op_t *op) {
     if (c->p >= c->end || *c->p != '{') return -1;
     c->p++;
     skip_ws(c);
@@ -330,11 +423,19 @@ static int scan_args(cursor *c, args_t *a, int *has_coll) {
         else if (KEY_IS(k, kn, "Total Reserved")) target = &a->total_reserved;
         else if (KEY_IS(k, kn, "Device Id")) target = &a->device_id;
         else if (KEY_IS(k, kn, "Device Type")) target = &a->device_type;
+        else if (KEY_IS(k, kn, "Sequence number")) target = &op->seq;
+        else if (KEY_IS(k, kn, "Fwd thread id")) target = &op->fwd;
         if (target) {
             if (scan_int(c, target) < 0) return -1;
         } else {
+            int list = (k[0] == 'I' || k[0] == 'C') ? op_list(k, kn) : -1;
+            const char *start = c->p;
             if (KEY_IS(k, kn, "Collective name")) *has_coll = 1;
             if (skip_value(c, 2) < 0) return -1;
+            if (list >= 0) { /* a repeated key: the last one counts, as in msgspec */
+                op->ptr[list] = *start == '[' ? start : NULL;
+                op->len[list] = c->p - start;
+            }
         }
         skip_ws(c);
         if (c->p >= c->end) return -1;
@@ -354,12 +455,14 @@ enum { COL_PHASE, COL_CAT, COL_NAME, COL_PID, COL_PID_LABEL, COL_TID, COL_TID_LA
        COL_HAS_TS, COL_DUR, COL_HAS_DUR, COL_ID, COL_ID_LABEL, COL_DEVICE, COL_STREAM,
        COL_CORRELATION, COL_EXT, COL_EXT_LOWER, COL_BYTES, COL_ALLOC_BYTES,
        COL_TOTAL_ALLOCATED, COL_TOTAL_RESERVED, COL_DEVICE_ID, COL_DEVICE_TYPE,
-       COL_META_ROW, COL_META_OFF, COL_META_LEN, N_COLS };
+       COL_META_ROW, COL_META_OFF, COL_META_LEN, COL_OP_ROW, COL_OP_DIMS, COL_OP_TYPES,
+       COL_OP_STRIDES, COL_OP_CONCRETE, COL_OP_SEQ, COL_OP_FWD, N_COLS };
 
 typedef struct {
     column cols[N_COLS];
     interner strings; /* cat and name */
     interner labels;  /* string pid/tid/id */
+    interner values;  /* raw texts of the shape-argument lists of kept rows */
     Py_ssize_t seen;
     const char *base; /* start of the input: meta_off counts from here */
 } scan_state;
@@ -385,7 +488,10 @@ static int scan_event(cursor *c, scan_state *st) {
     int32_t cat = NO_ID, name = NO_ID, pid_label = NO_ID, tid_label = NO_ID, id_label = NO_ID;
     int64_t pid = NO_ID, tid = NO_ID, ts = 0, dur = 0, id = NO_ID;
     int8_t has_ts = 0, has_dur = 0;
-    args_t a = {NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID};
+    static const args_t NO_ARGS = {NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID,
+                                   NO_ID, NO_ID, NO_ID, NO_ID, NO_ID};
+    args_t a = NO_ARGS;
+    op_t op = NO_OP;
     const char *name_ptr = NULL;
     Py_ssize_t name_len = 0;
     const char *args_ptr = NULL;
@@ -440,8 +546,11 @@ static int scan_event(cursor *c, scan_state *st) {
                 has_dur = 1;
             } else if (KEY_IS(k, kn, "args")) {
                 args_ptr = c->p;
-                has_coll = 0; /* a repeated "args" key: the last one counts, as in msgspec */
-                rc = scan_args(c, &a, &has_coll);
+                /* a repeated "args" key: the last one counts, as in msgspec */
+                has_coll = 0;
+                a = NO_ARGS;
+                op = NO_OP;
+                rc = scan_args(c, &a, &has_coll, &op);
                 args_len = (int64_t)(c->p - args_ptr);
             } else {
                 rc = skip_value(c, 1);
@@ -498,6 +607,23 @@ static int scan_event(cursor *c, scan_state *st) {
             col_push(&st->cols[COL_META_LEN], &args_len, 8) < 0)
             return -1;
     }
+    if (op.ptr[OP_DIMS] || op.ptr[OP_TYPES] || op.ptr[OP_STRIDES] || op.ptr[OP_CONCRETE] ||
+        op.seq != NO_ID || op.fwd != NO_ID) {
+        int64_t row = (int64_t)st->cols[COL_PHASE].len - 1;
+        int32_t ids[N_OP_LISTS];
+        for (int i = 0; i < N_OP_LISTS; i++) {
+            ids[i] = op.ptr[i] ? intern(&st->values, op.ptr[i], op.len[i]) : NO_ID;
+            if (ids[i] == -2) return -1;
+        }
+        if (col_push(&st->cols[COL_OP_ROW], &row, 8) < 0 ||
+            col_push(&st->cols[COL_OP_DIMS], &ids[OP_DIMS], 4) < 0 ||
+            col_push(&st->cols[COL_OP_TYPES], &ids[OP_TYPES], 4) < 0 ||
+            col_push(&st->cols[COL_OP_STRIDES], &ids[OP_STRIDES], 4) < 0 ||
+            col_push(&st->cols[COL_OP_CONCRETE], &ids[OP_CONCRETE], 4) < 0 ||
+            col_push(&st->cols[COL_OP_SEQ], &op.seq, 8) < 0 ||
+            col_push(&st->cols[COL_OP_FWD], &op.fwd, 8) < 0)
+            return -1;
+    }
     return 1;
 }
 
@@ -507,6 +633,8 @@ static void state_free(scan_state *st) {
     free(st->strings.order.data);
     free(st->labels.slots);
     free(st->labels.order.data);
+    free(st->values.slots);
+    free(st->values.order.data);
 }
 
 static PyObject *interned_list(interner *t) {
@@ -569,7 +697,7 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         Py_INCREF(result);
         goto done;
     }
-    result = PyTuple_New(N_COLS + 3);
+    result = PyTuple_New(N_COLS + 4);
     if (!result) goto done;
     for (int i = 0; i < N_COLS; i++) {
         PyObject *b = PyBytes_FromStringAndSize(st.cols[i].data ? st.cols[i].data : "",
@@ -583,15 +711,18 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     PyObject *strings = interned_list(&st.strings);
     PyObject *labels = strings ? interned_list(&st.labels) : NULL;
     PyObject *seen = labels ? PyLong_FromSsize_t(st.seen) : NULL;
-    if (!seen) {
+    PyObject *values = seen ? interned_list(&st.values) : NULL;
+    if (!values) {
         Py_XDECREF(strings);
         Py_XDECREF(labels);
+        Py_XDECREF(seen);
         Py_CLEAR(result);
         goto done;
     }
     PyTuple_SET_ITEM(result, N_COLS, strings);
     PyTuple_SET_ITEM(result, N_COLS + 1, labels);
     PyTuple_SET_ITEM(result, N_COLS + 2, seen);
+    PyTuple_SET_ITEM(result, N_COLS + 3, values);
 done:
     state_free(&st);
     PyBuffer_Release(&view);

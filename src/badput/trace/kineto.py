@@ -15,6 +15,11 @@ decode path only notes which events have a `"Collective name"` (the C scanner, a
 `_Args`) and keeps their args text; one function, `_comm_values`, decodes those few texts, so
 both paths agree value for value and traces without metadata pay nothing more.
 
+Shape arguments of ops recorded with `record_shapes=True` (`"Input Dims"`, `"Input type"`,
+`"Input Strides"`, `"Concrete Inputs"`, `"Sequence number"`, `"Fwd thread id"`) go to another
+sparse side table, `Trace.op_args`: the lists as their raw JSON text, interned (a value that is
+not a list counts as absent), decoded only when an analysis asks (`OpArgs.value`).
+
 This module reads (files, gzip, pieces, the header); `_kineto_json` holds the JSON shapes and
 value conversions, `_kineto_columns` the builder of the Trace columns.
 """
@@ -37,7 +42,7 @@ import numpy.typing as npt
 from badput.errors import TraceFormatError
 from badput.trace import _fastscan
 from badput.trace._files import file_problem
-from badput.trace._kineto_columns import _COLUMN_TYPES, _Columns, _comm_meta
+from badput.trace._kineto_columns import _COLUMN_TYPES, _Columns, _comm_meta, _op_args
 from badput.trace._kineto_json import (
     _EMPTY,
     _EVENTS_KEY,
@@ -399,8 +404,9 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
         names[nid] = name
     return Trace(
         comm_meta=_comm_meta(columns),
+        op_args=_op_args(columns),
         path=path,
-        **{key: columns.column(key) for key in _COLUMN_TYPES},
+        **{key: columns.take_column(key) for key in _COLUMN_TYPES},
         names=names,
         labels=columns.labels,
         rank=rank,

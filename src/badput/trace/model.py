@@ -6,12 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from badput.trace._limits import NAME_MATCH_CHARS
 
-__all__ = ["NO_ID", "CommMeta", "EventKind", "FlowPhase", "Trace", "name_head"]
+__all__ = ["NO_ID", "CommMeta", "EventKind", "FlowPhase", "OpArgs", "Trace", "name_head"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -109,6 +110,87 @@ class CommMeta:
         return self.strings[index] if index >= 0 else None
 
 
+#: Longest raw args value `OpArgs.value` decodes; a longer one is no shape list of a real op.
+MAX_OP_ARG_BYTES = 1 << 20
+_decode_value = msgspec.json.Decoder().decode
+
+
+@dataclass(frozen=True, eq=False)
+class OpArgs:
+    """The shape arguments of the rows that carry them: a sparse side table of a `Trace`.
+
+    PyTorch profiles recorded with `record_shapes=True` put, in the args of each `cpu_op`,
+    `"Input Dims"` (one shape per argument), `"Input type"` (one dtype string per argument),
+    `"Input Strides"` and `"Concrete Inputs"` (the values of non-tensor arguments); ops that
+    autograd records also carry `"Sequence number"` and `"Fwd thread id"`. The reader keeps
+    the raw JSON text of the four lists, interned (a training loop repeats a few thousand
+    distinct texts millions of times), and decodes a text only when an analysis asks for it
+    (`value`), once.
+
+    Only rows whose args hold at least one of these keys are listed, in row order.
+
+    Attributes:
+        row: the Trace row of each entry, ascending.
+        dims: index into `values` of `"Input Dims"`; `NO_ID` when absent.
+        types: index into `values` of `"Input type"`; `NO_ID` when absent.
+        strides: index into `values` of `"Input Strides"`; `NO_ID` when absent.
+        concrete: index into `values` of `"Concrete Inputs"`; `NO_ID` when absent.
+        sequence: `"Sequence number"`; `NO_ID` when absent.
+        fwd_tid: `"Fwd thread id"`; `NO_ID` when absent.
+        values: the interned raw JSON texts, as they appear in the file.
+    """
+
+    row: I64
+    dims: I32
+    types: I32
+    strides: I32
+    concrete: I32
+    sequence: I64
+    fwd_tid: I64
+    values: list[bytes]
+    # init=False: a copy (`dataclasses.replace`, as redaction makes) starts with an empty
+    # cache, never the decoded values of the texts it replaced.
+    _decoded: dict[int, object] = field(default_factory=dict, init=False, repr=False)
+
+    def __len__(self) -> int:
+        """Number of rows with shape arguments."""
+        return int(self.row.shape[0])
+
+    @staticmethod
+    def empty() -> OpArgs:
+        """A table without rows."""
+        i64, i32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
+        return OpArgs(i64, i32, i32, i32, i32, i64, i64, [])
+
+    def value(self, index: int) -> object:
+        """The decoded JSON value of `values[index]`, cached; None for `NO_ID`.
+
+        A text that is not JSON, or longer than `MAX_OP_ARG_BYTES`, decodes to None: a
+        hostile trace gets no model for that op, never an error.
+        """
+        if index < 0 or index >= len(self.values):
+            return None
+        cache = self._decoded
+        if index in cache:
+            return cache[index]
+        raw = self.values[index]
+        value: object = None
+        if len(raw) <= MAX_OP_ARG_BYTES:
+            try:
+                value = _decode_value(raw)
+            except (msgspec.DecodeError, RecursionError, MemoryError):
+                value = None
+        cache[index] = value
+        return value
+
+    def entries_of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+        """Index into this table of each of `rows` (Trace rows), -1 where a row has none."""
+        if not len(self):
+            return np.full(rows.shape, -1, dtype=np.intp)
+        at = np.minimum(np.searchsorted(self.row, rows), len(self) - 1)
+        return np.where(self.row[at] == rows, at, -1).astype(np.intp)
+
+
 @dataclass(frozen=True, eq=False)
 class Trace:
     """Events of one trace file as parallel columns (one row per event).
@@ -147,6 +229,8 @@ class Trace:
             "12.4"), from newer Kineto traces' top-level keys; empty when it has none.
         comm_meta: NCCL metadata (`CommMeta`) of the rows whose args carry a
             `"Collective name"`; None when no row does (traces before PyTorch 2.1).
+        op_args: shape arguments (`OpArgs`) of the ops recorded with `record_shapes=True`;
+            None when no row has any (or the reader, nsys, has none to give).
         warnings: what the reader noticed but could read past (partial data, odd fields).
     """
 
@@ -174,6 +258,7 @@ class Trace:
     base_time_ns: int | None = None
     versions: dict[str, str] = field(default_factory=dict)
     comm_meta: CommMeta | None = None
+    op_args: OpArgs | None = None
 
     def __len__(self) -> int:
         """Number of rows."""

@@ -38,8 +38,9 @@ Where it applies, one place per output path:
 
 - Everything `analyze`, `report` and `diff` print (text, JSON, Markdown, HTML) is built
   from a Trace; `badput.trace.load.load_trace` returns every Trace through `redact_trace`
-  (event names, thread labels, GPU names, the reader's warnings, NCCL metadata strings) and
-  every `TraceFormatError` through `redact_error`, so renderers get clean strings.
+  (event names, thread labels, GPU names, the reader's warnings, NCCL metadata strings,
+  the JSON texts of the ops' shape arguments) and every `TraceFormatError` through
+  `redact_error`, so renderers get clean strings.
 - `annotate` (`badput.report.perfetto.write_annotated`) passes each top-level metadata value
   through `redact_json` and the original events through `redact_events`.
 - CLI error and warning lines (`badput.cli.app`, `badput.cli.jobs.warn`) go through
@@ -597,11 +598,30 @@ def _redact_strings(strings: list[str]) -> list[str] | None:
     return None if out == strings else out
 
 
+def _redact_json_values(values: list[bytes]) -> list[bytes] | None:
+    """JSON texts redacted (`redact_json`), or None when none changed (the caller keeps its list).
+
+    A text that is not JSON (the reader keeps raw texts undecoded) cannot be checked and
+    becomes `null`.
+    """
+    out: list[bytes] = []
+    changed = False
+    for text in values:
+        try:
+            new = redact_json(text)
+        except msgspec.DecodeError:
+            new = b"null"
+        changed = changed or new is not text
+        out.append(new)
+    return out if changed else None
+
+
 def redact_trace(trace: Trace) -> Trace:
     """The trace with every string it carries redacted; the trace itself when none changes.
 
     Names are interned, so this is one `redact_text` per distinct name, label and warning,
-    not per event. A redacted name keeps its id: rows are grouped by id, never by text.
+    not per event; the shape arguments (`Trace.op_args`) are one `redact_json` per distinct
+    text. A redacted name keeps its id: rows are grouped by id, never by text.
     """
     changes: dict[str, object] = {}
     for attr in ("names", "labels", "warnings"):
@@ -619,6 +639,11 @@ def redact_trace(trace: Trace) -> Trace:
         strings = _redact_strings(meta.strings)
         if strings is not None:
             changes["comm_meta"] = dataclasses.replace(meta, strings=strings)
+    ops = trace.op_args
+    if ops is not None:
+        values = _redact_json_values(ops.values)
+        if values is not None:
+            changes["op_args"] = dataclasses.replace(ops, values=values)
     return dataclasses.replace(trace, **changes) if changes else trace  # type: ignore[arg-type]
 
 
