@@ -1,11 +1,14 @@
 """Columnar nesting and lookup primitives behind the launch tree (`badput.analysis.tree`).
 
-Private helpers over parallel numpy arrays: the parent of each interval of a per-thread
-nesting (one sorted sweep), walks up the resulting forest, and (key, time) lookups by
-`searchsorted` over dense ranks. No Python step per element.
+Private helpers over parallel numpy arrays: the open order and the parent of each interval
+of a per-thread nesting (one stable sort of all opens and closes, on one int64 key per
+event), walks up the resulting forest, and (key, time) lookups by `searchsorted` over
+composite int64 keys. No Python step per element.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -16,8 +19,49 @@ I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
 
-def nest_parents(g: I64, start: I64, end: I64) -> I64:
-    """Parent of each node (given in open order) from one sweep of opens and closes.
+# Composite sort keys pack (group, time, class) into one int64; past this bound the times are
+# first replaced by their dense ranks (same order, same ties), so the keys always fit.
+_KEY_LIMIT = 1 << 62
+
+
+def _event_keys(g: I64, start: I64, end: I64) -> I64:
+    """One int64 sort key (g, t, class) per open (the first n) and per close (the last n).
+
+    Class 0: the close of a node with a length; 1: an open; 2: the close of a zero-length node.
+    """
+    n = g.shape[0]
+    g_lo, g_width = int(g.min()), int(g.max()) - int(g.min()) + 1
+    lo = min(int(start.min()), int(end.min()))
+    width = max(int(start.max()), int(end.max())) - lo + 1
+    if g_width * width * 3 >= _KEY_LIMIT:
+        g = dense_ids(g)
+        g_lo, g_width = 0, int(g.max()) + 1
+    if g_width * width * 3 >= _KEY_LIMIT or abs(lo) >= _KEY_LIMIT:
+        ranks = np.unique(np.concatenate([start, end]), return_inverse=True)[1].astype(np.int64)
+        start, end, lo, width = ranks[:n], ranks[n:], 0, int(ranks.max()) + 1
+    base = g - g_lo
+    base *= width
+    base -= lo
+    keys = np.empty(2 * n, dtype=np.int64)
+    np.add(base, start, out=keys[:n])
+    np.add(base, end, out=keys[n:])
+    keys *= 3
+    keys[:n] += 1
+    zero_length = end <= start
+    keys[n:] += zero_length
+    keys[n:] += zero_length
+    return keys
+
+
+def nest(
+    g: I64, start: I64, end: I64, rank: Callable[[I64], npt.NDArray[np.integer]]
+) -> tuple[I64, I64, I64, I64, I64]:
+    """Open order of the intervals and the parent of each, from one sorted sweep.
+
+    Open order: by (g, start), longer first at equal start, then by `rank` (of the input
+    positions given: only ties at equal start and end need it), then by input position.
+    Returns `order` (input positions in open order), `parent` (per node in open order, the
+    node index of its parent, `NO_ID` at a root), and g, start and end in open order.
 
     Closes sort before opens at the same time (intervals are half-open), inner closes before
     outer ones, and a zero-length node closes right after it opens. The depth after each
@@ -26,42 +70,66 @@ def nest_parents(g: I64, start: I64, end: I64) -> I64:
     """
     n = g.shape[0]
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), g, start, end
     pos = np.arange(n, dtype=np.int64)
-    close_class = np.where(end > start, 0, 2)
-    ev_g = np.concatenate([g, g])
-    ev_t = np.concatenate([start, end])
-    ev_class = np.concatenate([np.ones(n, dtype=np.int64), close_class])
-    ev_sub = np.concatenate([pos, -pos])
-    order = np.lexsort((ev_sub, ev_class, ev_t, ev_g))
-    is_open = order < n
-    depth = np.cumsum(np.where(is_open, 1, -1))
-    open_ev = np.flatnonzero(is_open)  # event positions of the opens, ascending
-    open_node = order[open_ev]
-    d = depth[open_ev]
-    # Last open at depth d - 1 before each open: search (depth, event position) keys.
-    span = 2 * n + 1
-    by_depth = np.lexsort((open_ev, d))
-    keys = d[by_depth] * span + open_ev[by_depth]
-    j = np.searchsorted(keys, (d - 1) * span + open_ev, side="left") - 1
-    ok = (j >= 0) & (d > 1)
-    jj = np.maximum(j, 0)
-    ok &= d[by_depth][jj] == d - 1
-    parent = np.full(n, NO_ID, dtype=np.int64)
-    parent[open_node[ok]] = open_node[by_depth][jj[ok]]
+    # One stable sort of all events by (g, t, class). Only how many closes come before each
+    # open matters (its depth is the opens so far minus those closes): no close ties with an
+    # open, so the order of the closes among themselves never does.
+    events = np.argsort(_event_keys(g, start, end), kind="stable")
+    open_ev = np.flatnonzero(events < n)  # event position of each open, in open order
+    order = events[open_ev]  # by (g, start), ties in input order
+    del events
+    d = np.subtract(pos, open_ev, out=open_ev)
+    d += pos
+    d += 1  # depth at each open: opens up to it (pos + 1) minus closes before it
+    g, start = g[order], start[order]
+    # Opens at equal (g, start) are adjacent events (no close between them): sort each run
+    # by the other keys; the depths stay by position (d, d + 1, ... along a run).
+    tie = g[1:] == g[:-1]
+    tie &= start[1:] == start[:-1]
+    if tie.any():
+        member = np.zeros(n, dtype=np.bool_)
+        member[1:] = tie
+        member[:-1] |= tie
+        at = np.flatnonzero(member)
+        sub = order[at]  # ascending within each run (stable sort)
+        run = np.ones(at.shape[0], dtype=np.bool_)
+        run[1:] = ~tie[at[1:] - 1]
+        order[at] = sub[np.lexsort((sub, rank(sub), -end[sub], np.cumsum(run)))]
+    end = end[order]
+
+    # Parent: the last open at depth d - 1 before it. The depth rises by at most one from an
+    # open to the next, so that is the node just before when the depth rose (a first child);
+    # else the parent of the previous node at the same depth (its elder sibling: any node
+    # at depth d - 1 between the two would sit at depth d - 1 after it, not before). The
+    # first node at each depth >= 2 is a first child: in (depth, position) order the parent
+    # is that of the last first child, a forward fill.
+    first_child = np.empty(n, dtype=np.bool_)
+    first_child[0] = True
+    np.greater(d[1:], d[:-1], out=first_child[1:])
+    small = d.astype(np.int16) if int(d.max()) <= np.iinfo(np.int16).max else d
+    by_depth = np.argsort(small, kind="stable")  # radix sort for int16
+    del small, d
+    last_first = pos * first_child[by_depth]
+    np.maximum.accumulate(last_first, out=last_first)
+    parent = np.empty(n, dtype=np.int64)
+    # Roots (depth 1) fill from node 0, the first in that order: by_depth[0] - 1 is NO_ID.
+    parent[by_depth] = by_depth[last_first]
+    parent -= 1
 
     # Overlaps that do not nest (seen in real traces) throw the depth count off. In a proper
     # tree a node's parent is the node opened just before it or one of its ancestors: climb
-    # from there to the first that contains it. Fixes may expose others: repeat (bounded).
-    def contains(p: I64, c: I64) -> Bools:
-        inside: Bools = (g[p] == g[c]) & (start[p] <= start[c]) & (end[c] <= end[p])
-        return inside
+    # from there to the first that contains it.
+    # A depth parent is on the same g (the depth is 0 between groups) and opened earlier:
+    # only its end can fail to contain the child.
+    bad = np.flatnonzero((end > end[parent]) & (parent >= 0))  # end[NO_ID]: masked
+    if bad.size:
 
-    for _ in range(64):
-        child = np.flatnonzero(parent >= 0)
-        bad = child[~contains(parent[child], child)]
-        if bad.size == 0:
-            break
+        def contains(p: I64, c: I64) -> Bools:
+            inside: Bools = (g[p] == g[c]) & (start[p] <= start[c]) & (end[c] <= end[p])
+            return inside
+
         cand = bad - 1  # the parent opened before the child: bad >= 1
         todo = np.arange(bad.size)
         while todo.size:
@@ -69,8 +137,9 @@ def nest_parents(g: I64, start: I64, end: I64) -> I64:
             stop = (c < 0) | contains(np.maximum(c, 0), bad[todo])
             todo = todo[~stop]
             cand[todo] = parent[cand[todo]]
+        # Each new parent contains its child (or is NO_ID): no second pass finds more.
         parent[bad] = cand
-    return parent
+    return order, parent, g, start, end
 
 
 def walk_up(parent: I64, start: I64, masks: list[Bools]) -> tuple[list[I64], list[I64]]:
@@ -95,16 +164,43 @@ def walk_up(parent: I64, start: I64, masks: list[Bools]) -> tuple[list[I64], lis
 
 def take(values: npt.NDArray[np.integer], index: I64) -> I64:
     """`values[index]` as int64, `NO_ID` where `index` is `NO_ID` (safe on empty `values`)."""
-    out = np.full(index.shape[0], NO_ID, dtype=np.int64)
-    ok = index >= 0
-    out[ok] = values[index[ok]]
-    return out
+    if values.shape[0] == 0 or index.shape[0] == 0 or int(index.min()) < NO_ID:
+        out = np.full(index.shape[0], NO_ID, dtype=np.int64)
+        ok = index >= 0
+        out[ok] = values[index[ok]]
+        return out
+    found: I64 = values[index].astype(np.int64, copy=False)  # a new array: NO_ID reads the last
+    found[index < 0] = NO_ID
+    return found
+
+
+def dense_ids(x: I64) -> I64:
+    """Dense id of each value, in the values' order.
+
+    Rows come in runs of one value (one thread's events): only the run heads are sorted.
+    """
+    n = x.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    heads = np.empty(n, dtype=np.bool_)
+    heads[0] = True
+    np.not_equal(x[1:], x[:-1], out=heads[1:])
+    at = np.flatnonzero(heads)
+    hx = x[at]
+    sx = np.sort(hx)
+    distinct = sx[np.append(True, sx[1:] != sx[:-1])]
+    ids = np.searchsorted(distinct, hx).astype(np.int64)
+    return np.repeat(ids, np.diff(np.append(at, n)))
 
 
 def dense_pairs(a: I64, b: I64) -> I64:
     """Dense id of each (a, b) pair, in lexicographic order of the pairs."""
     if a.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
+    a_lo, b_lo = int(a.min()), int(b.min())
+    b_width = int(b.max()) - b_lo + 1
+    if (int(a.max()) - a_lo + 1) * b_width < _KEY_LIMIT:
+        return dense_ids((a - a_lo) * b_width + (b - b_lo))
     order = np.lexsort((b, a))
     sa, sb = a[order], b[order]
     step = np.empty(a.shape[0], dtype=np.int64)
@@ -125,9 +221,26 @@ def find_by_key_time(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, exact: bool)
     na = key_a.shape[0]
     if na == 0 or key_q.shape[0] == 0:
         return np.full(key_q.shape[0], NO_ID, dtype=np.int64)
-    keys = np.unique(np.concatenate([key_a, key_q]), return_inverse=True)[1].astype(np.int64)
-    times = np.unique(np.concatenate([t_a, t_q]), return_inverse=True)[1].astype(np.int64)
-    width = int(times.max()) + 1
+    by_key = np.argsort(key_a, kind="stable")
+    sorted_keys = key_a[by_key]
+    if not (sorted_keys[1:] == sorted_keys[:-1]).any():
+        # Each key once (correlation ids, flow ids): its one `a` is the answer, at any time
+        # unless exact.
+        i = np.minimum(np.searchsorted(sorted_keys, key_q, side="left"), na - 1)
+        hit = by_key[i]
+        ok = sorted_keys[i] == key_q
+        if exact:
+            ok &= t_a[hit] == t_q
+        return np.where(ok, hit, NO_ID)
+    keys = dense_ids(np.concatenate([key_a, key_q]))
+    times = np.concatenate([t_a, t_q])
+    t_lo = int(times.min())
+    width = int(times.max()) - t_lo + 1
+    if (int(keys.max()) + 1) * width < _KEY_LIMIT:
+        times -= t_lo  # same order and ties as dense ranks
+    else:
+        times = np.unique(times, return_inverse=True)[1].astype(np.int64).reshape(-1)
+        width = int(times.max()) + 1
     comb = keys * width + times
     ca, cq = comb[:na], comb[na:]
     order = np.argsort(ca, kind="stable")

@@ -9,7 +9,7 @@ through the `fwdbwd` flows. The rules are stated in `docs/tree.md`.
 
 Everything is columnar: the nesting comes from one sorted sweep of open and close events (a
 node's parent is the last node opened one level up), and lookups are `searchsorted` over
-dense (key, time) ranks. Only module frames cost a Python step each (to build their paths).
+(key, time) keys. Only distinct module paths cost a Python step each (to build their strings).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy.typing as npt
 from badput.analysis._nesting import (
     dense_pairs,
     find_by_key_time,
-    nest_parents,
+    nest,
     take,
     walk_up,
 )
@@ -66,6 +66,46 @@ _HOST_RANK = {
     EventKind.DRIVER: 4,
 }
 _LAUNCH_KINDS = (EventKind.RUNTIME, EventKind.DRIVER)
+
+
+_RANK_OF_KIND = np.full(256, -1, dtype=np.int8)
+for _k, _r in _HOST_RANK.items():
+    _RANK_OF_KIND[int(_k)] = _r
+
+
+def _is_kind(kind: npt.NDArray[np.integer], kinds: tuple[EventKind, ...]) -> Bools:
+    """Rows whose kind is one of `kinds`: a compare per kind (an `isin` sorts all rows)."""
+    out = np.zeros(kind.shape[0], dtype=np.bool_)
+    hit = np.empty(kind.shape[0], dtype=np.bool_)
+    for k in kinds:
+        out |= np.equal(kind, int(k), out=hit)
+    return out
+
+
+class _Threads:
+    """Each row's (pid, tid) as one int64 key: equal within a thread, in the pairs' order."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._pid, self._tid = trace.pid, trace.tid
+        self._dense: I64 | None = None
+        self._pid_lo = self._tid_lo = self._width = 0
+        if len(trace) == 0:
+            return
+        self._pid_lo, self._tid_lo = int(trace.pid.min()), int(trace.tid.min())
+        self._width = int(trace.tid.max()) - self._tid_lo + 1
+        if (int(trace.pid.max()) - self._pid_lo + 1) * self._width >= 1 << 62:
+            self._dense = dense_pairs(trace.pid, trace.tid)
+
+    def __call__(self, rows: npt.NDArray[np.integer]) -> I64:
+        if self._dense is not None:
+            dense: I64 = self._dense[rows]
+            return dense
+        key: I64 = self._pid[rows]
+        key -= self._pid_lo
+        key *= self._width
+        key += self._tid[rows]
+        key -= self._tid_lo
+        return key
 
 
 @dataclass(frozen=True)
@@ -115,6 +155,10 @@ class LaunchTree:
         module_paths: interned paths, outermost module first, joined by "/"
             (`Qwen2Model_0/Qwen2DecoderLayer_3/Qwen2MLP_3/Linear_17`).
         notes: what the trace lacked for a complete tree (no fwdbwd flows, unpaired flows).
+        host_row: the host events of the tree (its nodes), as Trace rows, in open order.
+        host_parent: index into `host_row` of each node's parent, `NO_ID` at a root.
+        launch_node: index into `host_row` of each activity's launch call, `NO_ID` without
+            one; with `host_parent` an analysis walks up any activity's host ancestry.
     """
 
     row: I64
@@ -132,6 +176,9 @@ class LaunchTree:
     dur_ns: I64
     module_paths: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    host_row: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    host_parent: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    launch_node: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __len__(self) -> int:
         """Number of GPU activities."""
@@ -194,8 +241,10 @@ def launch_tree(trace: Trace) -> LaunchTree:
     Returns:
         The launch tree, one entry per GPU activity row.
     """
-    gpu = np.flatnonzero(trace.mask(*GPU_ACTIVITY_KINDS) & (trace.phase == FlowPhase.COMPLETE))
-    thread = dense_pairs(trace.pid, trace.tid)
+    gpu = np.flatnonzero(
+        _is_kind(trace.kind, GPU_ACTIVITY_KINDS) & (trace.phase == FlowPhase.COMPLETE)
+    )
+    thread = _Threads(trace)
     nodes = _Nodes.build(trace, thread)
     notes: list[str] = []
 
@@ -210,13 +259,13 @@ def launch_tree(trace: Trace) -> LaunchTree:
     forward_of = _forward_ops(trace, nodes, thread, notes)
     is_module_name = trace.name_mask(lambda n: n.startswith(MODULE_PREFIX))
     is_step_name = trace.name_mask(lambda n: n.startswith("ProfilerStep#"))
-    kind, name_id = trace.kind[nodes.row], trace.name_id[nodes.row]
+    kind, name_id = nodes.kind, trace.name_id[nodes.row]
     is_op = (kind == EventKind.CPU_OP) & ~is_step_name[name_id]
     is_module = (kind == EventKind.PYTHON) & is_module_name[name_id]
     is_annotation = (kind == EventKind.ANNOTATION) & ~is_step_name[name_id]
 
     # Walk each distinct launch call's ancestors once: a graph launch serves many kernels.
-    calls, which = np.unique(launch_node, return_inverse=True)
+    calls, which = _distinct(launch_node, nodes.row.shape[0])
     start = take(nodes.parent, calls)
     first, last = walk_up(nodes.parent, start, [is_op, is_module, is_annotation, forward_of >= 0])
     inner_op, module_node, annotation, bwd_node = (f[which] for f in first)
@@ -243,8 +292,11 @@ def launch_tree(trace: Trace) -> LaunchTree:
             )
     module, module_paths = _module_paths(trace, nodes, is_module, module_node)
 
+    row_of = np.append(nodes.row, NO_ID)  # row_of[NO_ID] is NO_ID
+
     def rows(node: I64) -> I64:
-        return take(nodes.row, node)
+        found: I64 = row_of[node]
+        return found
 
     launch_row = rows(launch_node)
     is_graph = trace.name_mask(lambda n: "GraphLaunch" in n)  # cuda/cu/hip GraphLaunch
@@ -254,11 +306,13 @@ def launch_tree(trace: Trace) -> LaunchTree:
     reason[launch_row < 0] = NO_LAUNCH_CALL
     # Correlation ids grow within a process: an id below every recorded call's was issued
     # before the host side of the trace began (work still queued when the profiler started).
-    is_call = np.isin(trace.kind, [int(k) for k in _LAUNCH_KINDS]) & (trace.correlation != NO_ID)
-    if is_call.any():
-        corr = trace.correlation[gpu]
-        early = (launch_row < 0) & (corr != NO_ID) & (corr < trace.correlation[is_call].min())
-        reason[early] = LAUNCHED_BEFORE_TRACE
+    corr = trace.correlation[gpu]
+    unfound = (launch_row < 0) & (corr != NO_ID)
+    if unfound.any():
+        is_call = _is_kind(trace.kind, _LAUNCH_KINDS) & (trace.correlation != NO_ID)
+        if is_call.any():
+            early = unfound & (corr < trace.correlation[is_call].min())
+            reason[early] = LAUNCHED_BEFORE_TRACE
     return LaunchTree(
         row=gpu.astype(np.int64),
         launch_row=launch_row,
@@ -275,6 +329,9 @@ def launch_tree(trace: Trace) -> LaunchTree:
         dur_ns=trace.dur_ns[gpu],
         module_paths=module_paths,
         notes=notes,
+        host_row=nodes.row.astype(np.int64, copy=False),
+        host_parent=nodes.parent,
+        launch_node=launch_node,
     )
 
 
@@ -282,26 +339,42 @@ def launch_tree(trace: Trace) -> LaunchTree:
 class _Nodes:
     """Host events of the tree in open order (thread, start, longest first, rank, row).
 
-    `parent[i]` is the node index of node i's parent, `NO_ID` at a root.
+    `thread` is the (pid, tid) key of `_Threads`; `parent[i]` is the node index of node i's
+    parent, `NO_ID` at a root.
     """
 
     row: I64
+    kind: I8
     thread: I64
     start_ns: I64
     end_ns: I64
     parent: I64
 
     @staticmethod
-    def build(trace: Trace, thread: I64) -> _Nodes:
-        rank_of_kind = np.full(256, -1, dtype=np.int64)
-        for k, r in _HOST_RANK.items():
-            rank_of_kind[int(k)] = r
-        rank = rank_of_kind[trace.kind.astype(np.int64) & 0xFF]
-        rows = np.flatnonzero((rank >= 0) & (trace.phase == FlowPhase.COMPLETE))
-        start, end = trace.ts_ns[rows], trace.ts_ns[rows] + np.maximum(trace.dur_ns[rows], 0)
-        order = np.lexsort((rows, rank[rows], -end, start, thread[rows]))
-        rows, start, end, g = rows[order], start[order], end[order], thread[rows[order]]
-        return _Nodes(rows.astype(np.int64), g, start, end, nest_parents(g, start, end))
+    def build(trace: Trace, thread: _Threads) -> _Nodes:
+        host = _is_kind(trace.kind, tuple(_HOST_RANK))
+        rows = np.flatnonzero(host & (trace.phase == FlowPhase.COMPLETE))
+        start = trace.ts_ns[rows]
+        end = np.maximum(trace.dur_ns[rows], 0)
+        end += start
+        kind = trace.kind[rows]
+
+        def rank(at: I64) -> npt.NDArray[np.int8]:
+            ranks: npt.NDArray[np.int8] = _RANK_OF_KIND[kind[at]]
+            return ranks
+
+        order, parent, g, start, end = nest(thread(rows), start, end, rank)
+        return _Nodes(rows[order].astype(np.int64), kind[order], g, start, end, parent)
+
+
+def _distinct(node: I64, n_nodes: int) -> tuple[I64, I64]:
+    """`np.unique(node, return_inverse=True)` for node indices below `n_nodes` (or NO_ID)."""
+    seen = np.zeros(n_nodes + 1, dtype=np.bool_)
+    seen[node + 1] = True  # NO_ID at 0
+    values = np.flatnonzero(seen) - 1
+    slot = np.zeros(n_nodes + 1, dtype=np.int64)
+    slot[values + 1] = np.arange(values.shape[0])
+    return values, slot[node + 1]
 
 
 def _link_by_correlation(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes) -> tuple[I64, I8]:
@@ -311,9 +384,8 @@ def _link_by_correlation(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes)
     `cudaLaunchKernelExC`, `cuLaunchKernel`, `hipExtModuleLaunchKernel`, `cudaGraphLaunch`
     and calls no list names yet all match.
     """
-    kind = trace.kind[nodes.row]
     corr = trace.correlation[nodes.row]
-    calls = np.flatnonzero(np.isin(kind, [int(k) for k in _LAUNCH_KINDS]) & (corr != NO_ID))
+    calls = np.flatnonzero(_is_kind(nodes.kind, _LAUNCH_KINDS) & (corr != NO_ID))
     q_corr = trace.correlation[gpu]
     has = np.flatnonzero(q_corr != NO_ID)
     found = find_by_key_time(
@@ -340,15 +412,15 @@ def _flow_pairs(trace: Trace, flows: npt.NDArray[np.intp]) -> tuple[I64, I64]:
     return starts[found[ok]].astype(np.int64), ends[ok].astype(np.int64)
 
 
-def _bind(trace: Trace, thread: I64, at: I64, nodes: _Nodes, cand: I64) -> I64:
+def _bind(trace: Trace, thread: _Threads, at: I64, nodes: _Nodes, cand: I64) -> I64:
     """The outermost node of `cand` (node indices) starting exactly where each row `at` is."""
     found = find_by_key_time(
-        nodes.thread[cand], nodes.start_ns[cand], thread[at], trace.ts_ns[at], exact=True
+        nodes.thread[cand], nodes.start_ns[cand], thread(at), trace.ts_ns[at], exact=True
     )
     return take(cand, found)
 
 
-def _link_by_flow(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes, thread: I64) -> I64:
+def _link_by_flow(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes, thread: _Threads) -> I64:
     """Launch node of each activity through the launch flows (`ac2g`; `launch` in 2021)."""
     fwdbwd = trace.names.index(FWDBWD_FLOW) if FWDBWD_FLOW in trace.names else -2
     flows = np.flatnonzero((trace.kind == EventKind.FLOW) & (trace.name_id != fwdbwd))
@@ -356,20 +428,19 @@ def _link_by_flow(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes, thread
     if flows.size == 0:
         return out
     s, f = _flow_pairs(trace, flows)
-    kind = trace.kind[nodes.row]
-    calls = np.flatnonzero(np.isin(kind, [int(k) for k in _LAUNCH_KINDS]))
+    calls = np.flatnonzero(_is_kind(nodes.kind, _LAUNCH_KINDS))
     call = _bind(trace, thread, s, nodes, calls)
     # Which activity each arrow ends at: the one starting at its time on its (pid, tid).
     gpu64 = gpu.astype(np.int64)
     target = find_by_key_time(
-        thread[gpu64], trace.ts_ns[gpu64], thread[f], trace.ts_ns[f], exact=True
+        thread(gpu64), trace.ts_ns[gpu64], thread(f), trace.ts_ns[f], exact=True
     )
     ok = (target >= 0) & (call >= 0)
     out[target[ok]] = call[ok]
     return out
 
 
-def _forward_ops(trace: Trace, nodes: _Nodes, thread: I64, notes: list[str]) -> I64:
+def _forward_ops(trace: Trace, nodes: _Nodes, thread: _Threads, notes: list[str]) -> I64:
     """Per node: the forward op node its `fwdbwd` flow comes from (backward ops), else NO_ID.
 
     Kineto starts the arrow at the forward op's start and ends it at the backward op's
@@ -381,7 +452,7 @@ def _forward_ops(trace: Trace, nodes: _Nodes, thread: I64, notes: list[str]) -> 
     fwdbwd = trace.names.index(FWDBWD_FLOW)
     flows = np.flatnonzero((trace.kind == EventKind.FLOW) & (trace.name_id == fwdbwd))
     s, f = _flow_pairs(trace, flows)
-    ops = np.flatnonzero(trace.kind[nodes.row] == EventKind.CPU_OP)
+    ops = np.flatnonzero(nodes.kind == EventKind.CPU_OP)
     fwd, bwd = _bind(trace, thread, s, nodes, ops), _bind(trace, thread, f, nodes, ops)
     ok = (fwd >= 0) & (bwd >= 0)
     out[bwd[ok]] = fwd[ok]
@@ -395,32 +466,46 @@ def _module_paths(
 ) -> tuple[I32, list[str]]:
     """Path id of each activity's module node, and the interned paths.
 
-    Each module frame's path is its module parent's path plus its own name; parents come
-    before children in open order, so one pass over the frames in that order builds them all.
+    Each module frame's path is its module parent's path plus its own name. Paths are
+    numbered in the order the frames first show them (open order: parents before children).
     """
     frames = np.flatnonzero(is_module)
     if frames.size == 0:
         return np.full(module_node.shape[0], NO_ID, dtype=np.int32), []
-    up = np.where(nodes.parent[frames] >= 0, nodes.parent[frames], NO_ID)
-    module_parent = walk_up(nodes.parent, up, [is_module])[0][0]
+    module_parent = walk_up(nodes.parent, nodes.parent[frames], [is_module])[0][0]
     local = np.full(nodes.row.shape[0], NO_ID, dtype=np.int64)
     local[frames] = np.arange(frames.size)
     parent_local = take(local, module_parent)
-    name_ids = trace.name_id[nodes.row[frames]].tolist()
+    name_ids = trace.name_id[nodes.row[frames]].astype(np.int64)
+    # Frames with the same path get the same class, one module depth at a time: a class is
+    # a (parent's class, name) pair. Paths are numbered in order of first appearance.
+    depth = np.zeros(frames.size, dtype=np.int64)
+    up_local = parent_local.copy()
+    climbing = np.flatnonzero(up_local >= 0)
+    while climbing.size:
+        depth[climbing] += 1
+        up_local[climbing] = parent_local[up_local[climbing]]
+        climbing = climbing[up_local[climbing] >= 0]
+    klass = np.full(frames.size, NO_ID, dtype=np.int64)
+    n_classes, n_names = 0, len(trace.names)
+    for level in range(int(depth.max()) + 1):
+        at = np.flatnonzero(depth == level)
+        parent_class = take(klass, parent_local[at])  # NO_ID at level 0
+        pair, which = np.unique((parent_class + 1) * n_names + name_ids[at], return_inverse=True)
+        klass[at] = n_classes + which.reshape(-1)
+        n_classes += pair.shape[0]
+    classes, first = np.unique(klass, return_index=True)  # first frame of each class
+    by_appearance = np.argsort(first, kind="stable")
+    path_of_class = np.empty(n_classes, dtype=np.int64)
+    path_of_class[classes[by_appearance]] = np.arange(n_classes)
+    path_arr = path_of_class[klass].astype(np.int32)
     skip = len(MODULE_PREFIX)
-    interned: dict[tuple[int, int], int] = {}
     paths: list[str] = []
-    path_of = [0] * frames.size
-    for i, (p, nid) in enumerate(zip(parent_local.tolist(), name_ids, strict=True)):
-        parent_path = path_of[p] if p >= 0 else -1
-        key = (parent_path, nid)
-        pid = interned.get(key)
-        if pid is None:
-            own = trace.names[nid][skip:]
-            pid = interned[key] = len(paths)
-            paths.append(own if parent_path < 0 else f"{paths[parent_path]}/{own}")
-        path_of[i] = pid
-    path_arr = np.asarray(path_of, dtype=np.int32)
+    parent_frames = parent_local[first[by_appearance]].tolist()
+    own_names = name_ids[first[by_appearance]].tolist()
+    for p, nid in zip(parent_frames, own_names, strict=True):
+        own = trace.names[nid][skip:]
+        paths.append(own if p < 0 else f"{paths[int(path_arr[p])]}/{own}")
     has = module_node >= 0
     out = np.full(module_node.shape[0], NO_ID, dtype=np.int32)
     out[has] = path_arr[local[module_node[has]]]
