@@ -297,7 +297,26 @@ DEVICE_KEYS = {
     "warnings",
     "findings",
     "memory",
+    "ops",
+    "op_categories",
+    "modules",
+    "efficiency",
+    "attribution",
 }
+OP_KEYS = {
+    "op", "category", "input_dims", "input_types", "count", "kernel_time_us", "gflops", "bytes",
+    "precision", "tflops_per_s", "tb_per_s", "intensity", "bound", "roof_share", "module",
+    "kernels", "no_model_reason",
+}  # fmt: skip
+MODULE_KEYS = {"path", "depth", "kernel_time_us", "count"}
+EFFICIENCY_KEYS = {
+    "modelled_flops", "modelled_kernel_share", "precision", "peak_tflops", "gpu_spec", "mfu",
+    "waterfall", "notes",
+}  # fmt: skip
+STAGE_KEYS = {"stage", "tflops", "share_of_peak"}
+ATTRIBUTION_KEYS = {
+    "attributed_us", "unattributed_us", "share", "reasons", "unmodelled_us", "has_shapes",
+}  # fmt: skip
 BREAKDOWN_KEYS = {"compute", "communication", "memory", "idle"}
 CAUSE_KEYS = {"runtime", "dataloader", "cpu", "other"}
 COMM_KEYS = {"total_us", "overlapped_us"}
@@ -358,6 +377,12 @@ def test_json_schema(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert isinstance(dev["dropped_steps"], list)
         assert isinstance(dev["warnings"], list)
         assert dev["window_source"] == "cpu_steps"
+        assert dev["ops"] and all(set(op) == OP_KEYS for op in dev["ops"])
+        assert all(set(m) == MODULE_KEYS for m in dev["modules"])
+        assert all(set(c) == {"category", "kernel_time_us", "count"} for c in dev["op_categories"])
+        assert set(dev["efficiency"]) == EFFICIENCY_KEYS
+        assert all(set(s) == STAGE_KEYS for s in dev["efficiency"]["waterfall"])
+        assert set(dev["attribution"]) == ATTRIBUTION_KEYS
     assert set(doc["ranks"]) == RANKS_KEYS
     (rank,) = doc["ranks"]["per_rank"]
     assert set(rank) == PER_RANK_KEYS
@@ -428,3 +453,5 @@ def test_json_schema_without_gpu_activity(
     assert dev["goodput"] is None
     assert dev["step_time_us"] is None
     assert dev["steps"] == [] and dev["kernels"] == []
+    assert dev["ops"] is dev["modules"] is dev["efficiency"] is dev["attribution"] is None
+    assert dev["op_categories"] is None

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.analysis.intervals import IntervalSet
+from badput.analysis.ops import analyze_ops
 from badput.analysis.patterns import (
     is_communication_kernel,
     is_dataloader_span,
@@ -29,7 +30,9 @@ from badput.analysis.results import (
     ratio,
 )
 from badput.analysis.steps import Launches, Steps, cpu_steps, gpu_steps
+from badput.analysis.tree import LaunchTree, launch_tree
 from badput.errors import UsageError
+from badput.estimate.hardware import lookup_gpu
 from badput.trace.model import EventKind, Trace
 
 __all__ = ["WindowSpec", "analyze_trace"]
@@ -145,7 +148,7 @@ def _select_steps(steps: Steps, spec: WindowSpec | None) -> Steps:
 
 
 def _analyze_device(
-    trace: Trace, host: _Host, device: int, spec: WindowSpec | None
+    trace: Trace, host: _Host, device: int, spec: WindowSpec | None, tree: LaunchTree | None
 ) -> DeviceAnalysis:
     kind = trace.kind
     on_device = trace.device == device
@@ -256,12 +259,17 @@ def _analyze_device(
         breakdown,
         causes,
     )
+    gpu_name = trace.gpu_names.get(device)
+    model = None
+    if tree is not None:
+        gpu_spec = lookup_gpu(gpu_name, warn=False) if gpu_name else None
+        model = analyze_ops(trace, tree, device, w0, w1, breakdown, gpu_spec)
     return DeviceAnalysis(
         trace=trace.path,
         rank=trace.rank,
         world_size=trace.world_size,
         device=device,
-        gpu=trace.gpu_names.get(device),
+        gpu=gpu_name,
         window_start_ns=w0,
         window_ns=window_ns,
         window_source=source,
@@ -290,6 +298,7 @@ def _analyze_device(
             host_dataloader=host.dataloader,
             host_cpu=host.cpu,
         ),
+        model=model,
     )
 
 
@@ -357,12 +366,16 @@ def _kernel_table(trace: Trace, rows_mask: B) -> tuple[list[KernelStat], int, in
     return stats, kernel_ns, short_ns
 
 
-def analyze_trace(trace: Trace, window: WindowSpec | None = None) -> list[DeviceAnalysis]:
+def analyze_trace(
+    trace: Trace, window: WindowSpec | None = None, *, model: bool = True
+) -> list[DeviceAnalysis]:
     """Analyze every GPU of a trace.
 
     Args:
         trace: a trace from any reader.
         window: a user-chosen window; by default the steps' hull (see docs/analysis.md).
+        model: also build the launch tree and the model view of each GPU's window
+            (`DeviceAnalysis.model`: ops, modules, roofline, MFU waterfall).
 
     Returns:
         One result per GPU with activity, by device index; a trace without GPU activity gives
@@ -394,4 +407,5 @@ def analyze_trace(trace: Trace, window: WindowSpec | None = None) -> list[Device
             )
         ]
     host = _host(trace)
-    return [_analyze_device(trace, host, d, window) for d in devices]
+    tree = launch_tree(trace) if model else None
+    return [_analyze_device(trace, host, d, window, tree) for d in devices]

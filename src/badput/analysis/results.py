@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from badput.analysis.intervals import IntervalSet
+    from badput.analysis.ops import ModelAnalysis
 
 __all__ = [
     "Breakdown",
@@ -166,6 +167,9 @@ class DeviceAnalysis:
         short_kernel_ns: part of `kernel_ns` in kernels shorter than 10 us.
         dropped_steps: steps left out as incompletely captured or launching nothing.
         warnings: what a reader of the numbers should know.
+        model: the model view of the window (`badput.analysis.ops`): GPU time per op and
+            module, each op on its roofline, the MFU waterfall, attribution; None where it
+            was not computed (a trace without GPU activity, or `model=False`).
     """
 
     trace: str
@@ -187,6 +191,7 @@ class DeviceAnalysis:
     dropped_steps: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
+    model: ModelAnalysis | None = field(default=None, repr=False, compare=False)
 
     @property
     def short_kernel_share(self) -> float | None:

@@ -272,16 +272,36 @@ def run(
 
 @app.command()
 def explain(
-    rule_id: Annotated[str, typer.Argument(help="A finding id, e.g. data-loading.")],
+    rule_id: Annotated[
+        str,
+        typer.Argument(
+            help="A finding id (e.g. data-loading), or a table: ops, modules, mfu, attribution."
+        ),
+    ],
 ) -> None:
-    """Explain a diagnosis rule: what it looks for, how savings are estimated, the fixes."""
+    """Explain a diagnosis rule (what it looks for, savings, fixes) or a table of the report."""
+    from rich.text import Text
+
     from badput.diagnose import RULES
     from badput.errors import UsageError
     from badput.report.text import render_rule
+    from badput.report.topics import TOPICS
 
+    topic = TOPICS.get(rule_id)
+    if topic is not None:
+        console = Console()
+        console.print(Text(f"{topic.name}: {topic.title}", style="bold"))
+        console.print(Text(topic.text))
+        console.print(Text("\nLimits", style="bold"))
+        console.print(Text(topic.limits))
+        console.print(Text("\nFormulas: docs/ops.md", style="dim"))
+        return
     rule = RULES.get(rule_id)
     if rule is None:
-        raise UsageError(f"no rule {rule_id!r}; rules: {', '.join(sorted(RULES))}")
+        raise UsageError(
+            f"no rule or table {rule_id!r}; rules: {', '.join(sorted(RULES))}; "
+            f"tables: {', '.join(TOPICS)}"
+        )
     render_rule(rule, Console())
 
 

@@ -11,6 +11,7 @@ import msgspec
 from badput import __version__
 from badput.analysis.comm import CollectiveStat, link_peak_gbps
 from badput.analysis.memory import MemoryTimeline
+from badput.analysis.ops import ModelAnalysis
 from badput.analysis.ranks import CrossRank, Extreme, RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
 from badput.diagnose import Diagnosis, Finding, JobResult, RankOutcome, diagnose_job, outcome_of
@@ -87,6 +88,74 @@ def memory_of(o: RankOutcome, device: int) -> MemoryTimeline | None:
     return next((m for m in o.memory if m.device == device), None)
 
 
+def model_dict(m: ModelAnalysis | None) -> dict[str, Any]:
+    """The `ops`, `op_categories`, `modules`, `efficiency` and `attribution` keys of a device.
+
+    `op_categories` is attributed GPU time by the category of each activity's launching op
+    (TraceLens's `ops_summary_by_category`); `ops` counts it by the op it belongs to.
+
+    Every op row and module row is listed (`--top` limits only the kernel list); times are
+    microseconds, `gflops` and `bytes` are per call, `tflops_per_s` is
+    `gflops x count / kernel time`. Without a model every key is null.
+    """
+    if m is None:
+        return dict.fromkeys(("ops", "op_categories", "modules", "efficiency", "attribution"))
+    e = m.efficiency
+    return {
+        "ops": [
+            {
+                "op": r.op,
+                "category": r.category,
+                "input_dims": r.input_dims if isinstance(r.input_dims, list) else [],
+                "input_types": r.input_types,
+                "count": r.count,
+                "kernel_time_us": us(r.kernel_ns),
+                "gflops": None if r.flops is None else r.flops / 1e9,
+                "bytes": r.bytes,
+                "precision": r.precision,
+                "tflops_per_s": r.tflops_per_s,
+                "tb_per_s": r.tb_per_s,
+                "intensity": r.intensity,
+                "bound": r.bound,
+                "roof_share": r.roof_share,
+                "module": r.module,
+                "kernels": r.kernels,
+                "no_model_reason": r.reason,
+            }
+            for r in m.ops
+        ],
+        "op_categories": [
+            {"category": c, "kernel_time_us": us(t), "count": k}
+            for c, (t, k) in m.launcher_categories.items()
+        ],
+        "modules": [
+            {"path": r.path, "depth": r.depth, "kernel_time_us": us(r.kernel_ns), "count": r.count}
+            for r in m.modules
+        ],
+        "efficiency": {
+            "modelled_flops": e.modelled_flops,
+            "modelled_kernel_share": e.modelled_kernel_share,
+            "precision": e.precision,
+            "peak_tflops": e.peak_tflops,
+            "gpu_spec": m.gpu_spec.key if m.gpu_spec is not None else None,
+            "mfu": e.mfu,
+            "waterfall": [
+                {"stage": st.stage, "tflops": st.tflops, "share_of_peak": st.share_of_peak}
+                for st in e.waterfall
+            ],
+            "notes": e.notes,
+        },
+        "attribution": {
+            "attributed_us": us(m.attributed_ns),
+            "unattributed_us": us(m.unattributed_ns),
+            "share": m.attributed_share,
+            "reasons": {k: us(v) for k, v in m.reasons.items()},
+            "unmodelled_us": {k: us(v) for k, v in m.unmodelled.items()},
+            "has_shapes": m.has_shapes,
+        },
+    }
+
+
 def _device(
     d: DeviceAnalysis, top: int, findings: list[Finding], memory: MemoryTimeline | None = None
 ) -> dict[str, Any]:
@@ -134,6 +203,7 @@ def _device(
         "warnings": d.warnings,
         "findings": [finding_dict(f) for f in findings],
         "memory": memory_dict(memory),
+        **model_dict(d.model),
     }
 
 

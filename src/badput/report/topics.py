@@ -1,0 +1,85 @@
+"""What `badput explain TOPIC` says about the tables that are no diagnosis rule.
+
+Each topic is plain text (the formulas are those of `badput.analysis.ops`; docs/ops.md is the
+long form). Rule ids and topic names never collide: tests check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["TOPICS", "Topic"]
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One explained table or number."""
+
+    name: str
+    title: str
+    text: str
+    limits: str
+
+
+TOPICS: dict[str, Topic] = {
+    t.name: t
+    for t in (
+        Topic(
+            "ops",
+            "top ops: GPU time per op, shapes and dtype, on its roofline",
+            "Every kernel, memcpy and memset is linked to the CUDA call that launched it (by "
+            "correlation id, CUDA-graph replays included) and to the ops around that call. It "
+            "belongs to the outermost op badput has a performance model for (composite ops "
+            "such as aten::linear or aten::matmul only when nothing modelled lies inside "
+            "them), else to the op that launched it, else to the record_function range around "
+            "the launch. A row is one (op, Input Dims, Input type) group: calls, GPU ms (the "
+            "summed time of everything the calls launched), FLOPs and bytes of one call from "
+            "its shapes and dtypes, TFLOP/s = FLOPs x calls / GPU time, intensity = FLOPs / "
+            "bytes, bound = compute when the intensity is at or above the GPU's ridge point "
+            "(peak TFLOP/s at the op's precision / peak TB/s), and % of roof = achieved over "
+            "min(peak, intensity x bandwidth). The precision comes from the recorded Input "
+            "type, never from the kernel name (its f32 is usually the accumulator).",
+            "Needs record_shapes=True for FLOPs; ops badput does not model (custom ops, Triton "
+            "kernels) show GPU time only. Bytes are the minimal traffic (each operand read "
+            "once), not measured DRAM bytes. An unknown GPU gets no roof.",
+        ),
+        Topic(
+            "modules",
+            "modules: GPU time per nn.Module path, rolled up",
+            "With with_stack=True the profiler records an 'nn.Module: X_N' frame around each "
+            "module's forward. The module path of a kernel is the module frames around its "
+            "launch, outermost first; backward kernels take the module of their forward op "
+            "through the profiler's fwdbwd links. Times are rolled up: a module includes its "
+            "children. Attributed time outside every module is '(no module)', so the roots add "
+            "up to the attributed GPU time.",
+            "Needs with_stack=True; without fwdbwd links (old traces) backward kernels have no "
+            "module, and badput says so.",
+        ),
+        Topic(
+            "mfu",
+            "MFU and its waterfall",
+            "MFU = modelled FLOPs / (window x peak), with the peak of the GPU at the precision "
+            "that holds most modelled FLOPs (dense, from badput's hardware table). The "
+            "waterfall splits that peak into what was lost and achieved: idle, exposed "
+            "communication, exposed memory copies (each its share of the window x peak), "
+            "kernels without a model, memory-bound ops (elementwise, norms, reductions: their "
+            "time x peak minus their FLOPs), matmul and attention below their roof (their time "
+            "x peak minus their FLOPs), and achieved. Compute time is split among the three "
+            "kernel classes by their summed kernel time. The stages add up to the peak.",
+            "Only modelled ops count FLOPs: 'model covers N % of kernel time' says how much the "
+            "MFU can be trusted (a low share makes it a lower bound). No MFU for an unknown "
+            "GPU or a trace without shapes.",
+        ),
+        Topic(
+            "attribution",
+            "attribution: GPU time linked to an op",
+            "The share of the window's GPU time that belongs to an op (see 'ops'). The rest is "
+            "listed by reason: 'no launch call' (no recorded CUDA call has the kernel's "
+            "correlation id), 'launched before the trace' (its id is older than every recorded "
+            "call: work queued before profiling started), 'launch outside any op' (a CUDA call "
+            "outside every op and record_function range).",
+            "Kernels launched by code the profiler does not see as an op (C++ extensions "
+            "without RECORD_FUNCTION, some Triton launches) are unattributed.",
+        ),
+    )
+}
