@@ -17,17 +17,21 @@ def diff(
     output_format: FormatOption = Format.TEXT,
     out: OutOption = None,
     top: Annotated[
-        int, typer.Option("--top", help="Kernels to list per change group (0: all).")
+        int,
+        typer.Option("--top", help="Kernels, ops and modules to list per change group (0: all)."),
     ] = 10,
     html_out: Annotated[
         str | None, typer.Option("--html", help="Also write the diff as an HTML page.")
     ] = None,
 ) -> None:
-    """Goodput, badput categories, step time and kernels of BEFORE against AFTER.
+    """Goodput, badput categories, step time, kernels and ops of BEFORE against AFTER.
 
     Times are per step, since two captures rarely hold the same number of steps. Kernels are
     matched by name and category and reported as slower, faster (past 5 % and 1 us per step),
-    appeared or disappeared. GPUs are paired by device index.
+    appeared or disappeared. Ops are matched by (op, input dims, input types), listed by the
+    size of their change of GPU time with calls, TFLOP/s and share of the roof before and
+    after (an op whose shapes changed is one gone and one new), with the MFU and the module
+    times. GPUs are paired by device index.
 
     Example:
         badput diff before.pt.trace.json.gz after.pt.trace.json.gz --format json -o diff.json

@@ -4,27 +4,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+import msgspec
+from rich.console import Console, Group
+from rich.constrain import Constrain
 from rich.table import Table
 from rich.text import Text
 
 from badput import __version__
 from badput.analysis.diff import (
+    GONE,
+    MATCHED,
     MIN_DELTA_NS,
     MIN_REL_CHANGE,
+    NEW,
     Change,
     DeviceDiff,
     KernelChange,
+    ModuleChange,
+    OpChange,
+    OpDiff,
     TraceDiff,
 )
 from badput.report.json_report import us
 from badput.report.text import _short
+from badput.report.units import NOT_AVAILABLE, format_share
 from badput.report.units import format_ms as _ms
-from badput.report.units import format_share
 
-__all__ = ["SCHEMA", "diff_document", "render_diff"]
+__all__ = ["OPS_WIDTH", "SCHEMA", "diff_document", "op_shapes_text", "render_diff"]
 
 SCHEMA = "badput.diff/1"
+
+#: Columns the op and module tables of the text diff fit in (names wrap first).
+OPS_WIDTH = 80
 
 
 def _us(ns: float) -> Any:
@@ -53,6 +64,57 @@ def _kernel(k: KernelChange) -> dict[str, Any]:
 
 def _cut(items: list[KernelChange], top: int) -> list[KernelChange]:
     return items[: top if top > 0 else None]
+
+
+def _op(c: OpChange) -> dict[str, Any]:
+    return {
+        "op": c.op,
+        "category": c.category,
+        "input_dims": c.input_dims if isinstance(c.input_dims, list) else [],
+        "input_types": c.input_types,
+        "status": c.status,
+        "count_before": c.count_before,
+        "count_after": c.count_after,
+        "per_step_before_us": _us(c.per_step_before_ns),
+        "per_step_after_us": _us(c.per_step_after_ns),
+        "delta_per_step_us": _us(c.delta_per_step_ns),
+        "rel_change": c.rel_change,
+        "tflops_per_s_before": c.tflops_before,
+        "tflops_per_s_after": c.tflops_after,
+        "roof_share_before": c.roof_share_before,
+        "roof_share_after": c.roof_share_after,
+        "module": c.module,
+    }
+
+
+def _module(c: ModuleChange) -> dict[str, Any]:
+    return {
+        "path": c.path,
+        "depth": c.depth,
+        "per_step_before_us": _us(c.per_step_before_ns),
+        "per_step_after_us": _us(c.per_step_after_ns),
+        "delta_per_step_us": _us(c.delta_per_step_ns),
+        "rel_change": c.rel_change,
+    }
+
+
+def _ops(o: OpDiff | None, top: int) -> dict[str, Any] | None:
+    if o is None:
+        return None
+    cut = top if top > 0 else None
+    return {
+        "mfu": {"before": o.mfu_before, "after": o.mfu_after, "delta": o.mfu_delta},
+        "precision": {"before": o.precision_before, "after": o.precision_after},
+        "has_shapes": {"before": o.has_shapes_before, "after": o.has_shapes_after},
+        "counts": {
+            MATCHED: o.count(MATCHED),
+            NEW: o.count(NEW),
+            GONE: o.count(GONE),
+            "modules": len(o.modules),
+        },
+        "rows": [_op(c) for c in o.ops[:cut]],
+        "modules": [_module(c) for c in o.modules[:cut]],
+    }
 
 
 def _device(d: DeviceDiff, top: int) -> dict[str, Any]:
@@ -93,15 +155,36 @@ def _device(d: DeviceDiff, top: int) -> dict[str, Any]:
             },
         },
         "warnings": list(d.warnings),
+        "ops": _ops(d.ops, top),
     }
 
 
 def diff_document(diff: TraceDiff, top: int = 10) -> dict[str, Any]:
     """The `badput.diff/1` document: times in microseconds per step (or per window, see `per`).
 
+    Each device carries `ops`: null unless both GPUs carry the model view, else
+
+    - `mfu`: `before`, `after`, `delta` (model FLOPs utilisation, a share; null where a side
+      has no peak); `precision`: `before`, `after` (what the MFU is against);
+      `has_shapes`: `before`, `after` (whether the trace records `Input Dims`);
+    - `counts`: `matched`, `new`, `gone` (op keys), `modules` (paths in both), always of all;
+    - `rows`: the first `top` op keys by |`delta_per_step_us`| descending, each with `op`,
+      `category`, `input_dims` (`[]` without them), `input_types`, `status` (`matched`, `new`
+      or `gone`), `count_before`, `count_after` (calls in the window), `per_step_before_us`,
+      `per_step_after_us`, `delta_per_step_us` (GPU time of the calls), `rel_change` (null
+      where before is 0), `tflops_per_s_before`, `tflops_per_s_after`, `roof_share_before`,
+      `roof_share_after` (null without a model or where absent), `module`;
+    - `modules`: the first `top` module paths in both by |`delta_per_step_us`|, each with
+      `path`, `depth`, `per_step_before_us`, `per_step_after_us`, `delta_per_step_us`,
+      `rel_change`.
+
+    Ops are matched by (op, input dims, input types): an op whose shapes changed is one row
+    `gone` and one `new`.
+
     Args:
         diff: the comparison.
-        top: kernels to list per group (0: all); the `counts` always cover every kernel.
+        top: kernels, op rows and modules to list per group (0: all); the `counts` always
+            cover every one.
     """
     return {
         "schema": SCHEMA,
@@ -135,6 +218,125 @@ def _kernel_table(title: str, items: list[KernelChange], top: int) -> Table:
             f"{k.mean_before_ns / 1000:,.1f} → {k.mean_after_ns / 1000:,.1f}",
         )
     return t
+
+
+def _full_shapes(c: OpChange) -> str:
+    types = ",".join(t.removeprefix("c10::") for t in c.input_types)
+    return f"{c.dims_key} {types}".strip() if c.dims_key != "null" else types
+
+
+def _tensor_shapes(c: OpChange) -> str:
+    """The arguments with a shape, as `type[dims]`; empty when none has one."""
+    dims = c.input_dims
+    if not isinstance(dims, list):
+        return ""
+    parts = []
+    for i, d in enumerate(dims):
+        if isinstance(d, list) and d:
+            t = c.input_types[i].removeprefix("c10::") if i < len(c.input_types) else ""
+            parts.append(f"{t}{msgspec.json.encode(d, enc_hook=str).decode()}")
+    return ", ".join(parts)
+
+
+def op_shapes_text(changes: list[OpChange]) -> list[str]:
+    """Each op key's shapes as one line a person can read, in the order given.
+
+    The arguments with a shape as `type[dims]` (`BFloat16[8944,1024], BFloat16[1024,2816]`);
+    the full key (every dim list as compact JSON, then every type) where an op has no shaped
+    argument or where two of the given rows of one op would read the same.
+    """
+    short = [_tensor_shapes(c) for c in changes]
+    seen: dict[tuple[str, str], int] = {}
+    for c, text in zip(changes, short, strict=True):
+        seen[c.op, text] = seen.get((c.op, text), 0) + 1
+    return [
+        text if text and seen[c.op, text] == 1 else _full_shapes(c)
+        for c, text in zip(changes, short, strict=True)
+    ]
+
+
+def _rate(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.0f}"
+
+
+def _rel(c: OpChange | ModuleChange) -> str:
+    if isinstance(c, OpChange) and c.status != MATCHED:
+        return c.status
+    r = c.rel_change
+    return "" if r is None else f"{100 * r:+.0f} %"
+
+
+def _ops_table(o: OpDiff, per: str, top: int) -> Table:
+    shown = o.ops[: top if top > 0 else None]
+    title = (
+        f"ops by |Δ| ({len(o.ops)}: {o.count(MATCHED)} matched, {o.count(NEW)} new, "
+        f"{o.count(GONE)} gone{'' if len(shown) == len(o.ops) else f'; top {len(shown)}'})"
+    )
+    t = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
+    t.add_column("op, input dims and types", overflow="fold")
+    t.add_column("calls", justify="right", no_wrap=True)
+    t.add_column(f"ms/{per}", justify="right", no_wrap=True)
+    t.add_column("Δ ms", justify="right", no_wrap=True)
+    t.add_column("Δ", justify="right", no_wrap=True)
+    t.add_column("TFLOP/s", justify="right", no_wrap=True)
+    t.add_column("roof %", justify="right", no_wrap=True)
+    for c, shapes in zip(shown, op_shapes_text(shown), strict=True):
+        name = Group(Text(c.op, overflow="fold"), Text("  " + shapes, style="dim", overflow="fold"))
+        t.add_row(
+            name,
+            f"{c.count_before:,}→{c.count_after:,}",
+            f"{_ms(c.per_step_before_ns)}→{_ms(c.per_step_after_ns)}",
+            _signed_ms(c.delta_per_step_ns),
+            _rel(c),
+            f"{_rate(c.tflops_before)}→{_rate(c.tflops_after)}",
+            f"{_pct(c.roof_share_before)}→{_pct(c.roof_share_after)}",
+        )
+    return t
+
+
+def _modules_table(o: OpDiff, per: str, top: int) -> Table:
+    shown = o.modules[: top if top > 0 else None]
+    cut = "" if len(shown) == len(o.modules) else f"; top {len(shown)}"
+    title = f"modules by |Δ| ({len(o.modules)} in both{cut})"
+    t = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
+    t.add_column("module (rolled up)", overflow="fold")
+    t.add_column(f"ms/{per} before", justify="right", no_wrap=True)
+    t.add_column("after", justify="right", no_wrap=True)
+    t.add_column("Δ ms", justify="right", no_wrap=True)
+    t.add_column("Δ", justify="right", no_wrap=True)
+    for c in shown:
+        t.add_row(
+            Text(c.path, overflow="fold"),
+            _ms(c.per_step_before_ns),
+            _ms(c.per_step_after_ns),
+            _signed_ms(c.delta_per_step_ns),
+            _rel(c),
+        )
+    return t
+
+
+def _render_ops(o: OpDiff, per: str, console: Console, top: int) -> None:
+    console.print()
+    delta = o.mfu_delta
+    dtext = "" if delta is None else f"  ({100 * delta:+.2f} points)"
+    prec = o.precision_after or o.precision_before
+    ptext = f" at {prec}" if prec and o.precision_before == o.precision_after else ""
+    console.print(Text(f"MFU{ptext} {_share2(o.mfu_before)} → {_share2(o.mfu_after)}{dtext}"))
+    if o.ops:
+        console.print(Constrain(_ops_table(o, per, top), OPS_WIDTH))
+    if o.modules:
+        console.print()
+        console.print(Constrain(_modules_table(o, per, top), OPS_WIDTH))
+
+
+def _share2(v: float | None) -> str:
+    return NOT_AVAILABLE if v is None else f"{100 * v:.2f} %"
 
 
 def _render_device(d: DeviceDiff, console: Console, top: int) -> None:
@@ -181,17 +383,22 @@ def _render_device(d: DeviceDiff, console: Console, top: int) -> None:
             style="dim",
         )
     )
+    if d.ops is not None:
+        _render_ops(d.ops, d.per, console, top)
     for w in d.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
 
 
 def render_diff(diff: TraceDiff, console: Console, top: int = 10) -> None:
-    """Print the comparison: goodput, categories, step time, launches, kernel changes.
+    """Print the comparison: goodput, categories, step time, launches, kernels, ops.
+
+    The MFU, op and module changes come where both sides carry the model view. The op and
+    module tables fit in `OPS_WIDTH` columns: names and shapes wrap, numbers are never cut.
 
     Args:
         diff: the comparison.
         console: where to print.
-        top: kernels to list per group (0: all).
+        top: kernels, op rows and modules to list per group (0: all).
     """
     for w in diff.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
