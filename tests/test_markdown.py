@@ -85,7 +85,7 @@ def test_resnet50_same_numbers_as_json(capsys: pytest.CaptureFixture[str]) -> No
     assert kernels[0] == ["top GPU operations", "category", "count", "total ms", "mean us"]
     assert len(kernels) == 1 + 3  # --top 3
     assert [int(r[2].replace(",", "")) for r in kernels[1:]] == [k["count"] for k in dev["kernels"]]
-    assert kernels[1][0] == "cudnn::detail::dgrad\\_engine\\<…\\>(…)"
+    assert kernels[1][0] == "cudnn::detail::dgrad\\_engine\\<fp32, 512, 6, 5, 3, 3, 3, F\\>"
 
 
 def test_top_zero_is_capped(capsys: pytest.CaptureFixture[str]) -> None:

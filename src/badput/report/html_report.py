@@ -14,6 +14,7 @@ worker from the analysis's interval sets; pieces under 1/2,000 of the step are o
 from __future__ import annotations
 
 import html
+import math
 import os
 import statistics
 from collections.abc import Iterable, Sequence
@@ -21,15 +22,28 @@ from collections.abc import Iterable, Sequence
 from badput import __version__
 from badput.analysis.diff import DeviceDiff, TraceDiff
 from badput.analysis.memory import MemoryTimeline
+from badput.analysis.ops import NO_MODULE, STAGES, ModelAnalysis, ModuleRow, OpRow
 from badput.analysis.ranks import RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses, ratio
 from badput.analysis.segments import SEGMENT_KINDS, StepSegments
 from badput.diagnose import Finding, JobResult
 from badput.report.json_report import memory_of
+from badput.report.names import distinct_names
+from badput.report.text import OP_COLUMNS, attribution_lines, mfu_line, op_cells
 from badput.report.units import NOT_AVAILABLE, format_bytes, format_share
 from badput.report.units import format_ms as _ms
 
-__all__ = ["PAGE_CSS", "PARTS", "html_table", "memory_plot", "render_diff_html", "render_html"]
+__all__ = [
+    "PAGE_CSS",
+    "PARTS",
+    "html_table",
+    "memory_plot",
+    "module_icicle",
+    "render_diff_html",
+    "render_html",
+    "roofline_plot",
+    "waterfall_plot",
+]
 
 # Above this many GPUs the per-GPU sections are left out (as in the text report).
 _MAX_DEVICE_SECTIONS = 8
@@ -37,6 +51,12 @@ _MAX_DEVICE_SECTIONS = 8
 _MAX_STEPS = 200
 _MAX_RANKS = 1024
 _FINDINGS_SHOWN = 10
+# Ops drawn on the roofline (the largest by GPU time), module rects drawn in the icicle.
+_MAX_ROOFLINE_OPS = 200
+_MAX_ICICLE_RECTS = 1500
+_ICICLE_DEPTH = 6
+# Width of the shortened kernel names in the top-ops table (the full name is its tooltip).
+_KERNEL_NAME_WIDTH = 48
 
 #: The parts a window is split into, in drawing order: (key, label, colour).
 PARTS: tuple[tuple[str, str, str], ...] = (
@@ -67,6 +87,13 @@ td.name{max-width:640px;overflow-wrap:anywhere;font-family:monospace;font-size:1
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .sev-high{color:#c0392b;font-weight:600}.sev-medium{color:#d68910}.sev-low{color:#777}
 .note{color:#8a6d00;font-size:13px}
+table.ops td:nth-child(n+4){white-space:nowrap}
+table.ops th:nth-child(-n+3),table.ops td:nth-child(-n+3),table.ops th:nth-child(n+8),
+table.ops td:nth-child(n+8){text-align:left}
+table.ops td:nth-child(2),table.ops td:nth-child(9){font-family:monospace;font-size:12px;
+overflow-wrap:anywhere}
+table.ops td:nth-child(9){white-space:normal;max-width:360px}
+.wide{overflow-x:auto}
 """
 
 
@@ -309,6 +336,304 @@ def memory_plot(m: MemoryTimeline, caption: str | None = None, entries: bool = F
     )
 
 
+#: Colours of the waterfall's stages (`badput.analysis.ops.STAGES`), and of the peak.
+_STAGE_COLOURS = dict(
+    zip(
+        STAGES,
+        ("#e74c3c", "#8e44ad", "#2f6fb0", "#95a5a6", "#f39c12", "#d68910", "#2e9e44"),
+        strict=True,
+    )
+)
+_PEAK_COLOUR = "#7f8c8d"
+
+
+def waterfall_plot(m: ModelAnalysis) -> str:
+    """The MFU waterfall as SVG bars: the peak, each loss hanging from what is left, achieved.
+
+    Empty without a waterfall (an unknown GPU, no modelled FLOPs).
+    """
+    e = m.efficiency
+    if not e.waterfall or e.peak_tflops is None or e.peak_tflops <= 0:
+        return ""
+    label_w, bar_w, row_h = 230, 760, 20
+    peak = e.peak_tflops
+    scale = bar_w / peak
+    rows = [(f"peak ({e.precision})", 0.0, peak, peak, 1.0, _PEAK_COLOUR)]
+    left = peak
+    for st in e.waterfall:
+        colour = _STAGE_COLOURS.get(st.stage, _PEAK_COLOUR)
+        if st.stage == "achieved":
+            rows.append((st.stage, 0.0, st.tflops, st.tflops, st.share_of_peak, colour))
+        else:
+            lo, hi = sorted((left - st.tflops, left))
+            rows.append((st.stage, lo, hi, st.tflops, st.share_of_peak, colour))
+            left -= st.tflops
+    body = []
+    for i, (label, lo, hi, value, share, colour) in enumerate(rows):
+        y = i * row_h
+        x0 = label_w + max(min(lo, peak), 0.0) * scale
+        w = max((min(hi, peak) - max(lo, 0.0)) * scale, 0.0)
+        tip = f"{label}: {value:,.1f} TFLOP/s ({format_share(share)} of peak)"
+        body.append(
+            f'<g class="waterfall-stage"><text x="0" y="{y + 14}" font-size="11">{_e(label)}</text>'
+            f'<rect x="{x0:.2f}" y="{y + 3}" width="{w:.2f}" height="{row_h - 6}" '
+            f'fill="{colour}"><title>{_e(tip)}</title></rect>'
+            f'<text x="{label_w + bar_w + 6}" y="{y + 14}" font-size="10" fill="#555">'
+            f"{value:,.1f} TFLOP/s · {format_share(share)}</text></g>"
+        )
+    width, height = label_w + bar_w + 170, len(rows) * row_h
+    return (
+        f'<svg class="plot waterfall" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="MFU waterfall">'
+        f"{''.join(body)}</svg>"
+    )
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Powers of ten from below `lo` to above `hi`."""
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return [10.0**k for k in range(a, b + 1)]
+
+
+def _tick_label(v: float) -> str:
+    return f"{v:g}" if 1e-3 <= v < 1e5 else f"1e{round(math.log10(v))}"
+
+
+def roofline_plot(m: ModelAnalysis) -> str:
+    """The op rows on the GPU's roofline, log-log: FLOP/byte against TFLOP/s, dots by time.
+
+    One roof per precision of the plotted ops (`min(peak, intensity x bandwidth)`), where
+    the hardware table knows the GPU; ops without FLOPs (copies) cannot sit on a log axis
+    and are left out. Empty when no op has both.
+    """
+    ops = [
+        r
+        for r in m.ops
+        if r.intensity is not None
+        and r.intensity > 0
+        and r.tflops_per_s is not None
+        and r.tflops_per_s > 0
+        and r.kernel_ns > 0
+    ][:_MAX_ROOFLINE_OPS]
+    if not ops:
+        return ""
+    spec = m.gpu_spec
+    bw = spec.memory_bw_gbs / 1000 if spec is not None else None  # TB/s
+    roofs: dict[str, float] = {}
+    if spec is not None:
+        for r in ops:
+            if r.precision is not None and r.precision not in roofs:
+                try:
+                    peak = spec.peak(r.precision)
+                except ValueError:
+                    peak = None
+                if peak:
+                    roofs[r.precision] = peak
+    xs = [r.intensity for r in ops if r.intensity]
+    ys = [r.tflops_per_s for r in ops if r.tflops_per_s]
+    # At most 6 decades of TFLOP/s below the top and 8 of intensity: a few tiny ops must not
+    # squash the rest into a corner (they are drawn at the edge, their titles say so).
+    x_lo, x_hi = min(xs) / 2, max(xs) * 2
+    y_lo, y_hi = min(ys) / 2, max(ys) * 2
+    if bw:
+        for peak in roofs.values():
+            ridge = peak / bw
+            x_lo, x_hi = min(x_lo, ridge / 4), max(x_hi, ridge * 4)
+            y_hi = max(y_hi, peak * 1.5)
+    x_lo, y_lo = max(x_lo, x_hi / 1e8), max(y_lo, y_hi / 1e6)
+    width, height, left, bottom, top_pad, right_pad = 1070, 360, 70, 34, 10, 120
+    plot_w, plot_h = width - left - right_pad, height - bottom - top_pad
+    lx_lo, lx_hi = math.log10(x_lo), math.log10(x_hi)
+    ly_lo, ly_hi = math.log10(y_lo), math.log10(y_hi)
+
+    def px(x: float) -> float:
+        return left + (math.log10(x) - lx_lo) / (lx_hi - lx_lo) * plot_w
+
+    def py(y: float) -> float:
+        return top_pad + (1 - (math.log10(y) - ly_lo) / (ly_hi - ly_lo)) * plot_h
+
+    axis = [
+        f'<line x1="{left}" x2="{left}" y1="{top_pad}" y2="{top_pad + plot_h}" stroke="#999"/>',
+        f'<line x1="{left}" x2="{left + plot_w}" y1="{top_pad + plot_h}" '
+        f'y2="{top_pad + plot_h}" stroke="#999"/>',
+        f'<text x="{left + plot_w / 2:.0f}" y="{height - 4}" font-size="11" '
+        'text-anchor="middle">arithmetic intensity, FLOP/byte</text>',
+        f'<text x="12" y="{top_pad + plot_h / 2:.0f}" font-size="11" text-anchor="middle" '
+        f'transform="rotate(-90 12 {top_pad + plot_h / 2:.0f})">TFLOP/s</text>',
+    ]
+    for t in _log_ticks(x_lo, x_hi):
+        if x_lo <= t <= x_hi:
+            axis.append(
+                f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{top_pad}" '
+                f'y2="{top_pad + plot_h}" stroke="#eee"/><text x="{px(t):.1f}" '
+                f'y="{top_pad + plot_h + 14}" font-size="10" text-anchor="middle">'
+                f"{_tick_label(t)}</text>"
+            )
+    for t in _log_ticks(y_lo, y_hi):
+        if y_lo <= t <= y_hi:
+            axis.append(
+                f'<line x1="{left}" x2="{left + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
+                f'stroke="#eee"/><text x="{left - 4}" y="{py(t) + 3:.1f}" font-size="10" '
+                f'text-anchor="end">{_tick_label(t)}</text>'
+            )
+    lines = []
+    if bw:
+        for prec, peak in sorted(roofs.items(), key=lambda kv: -kv[1]):
+            ridge = peak / bw
+            pts = [(x_lo, x_lo * bw), (ridge, peak), (x_hi, peak)]
+            if x_lo * bw < y_lo:  # the slope enters the plot above its bottom edge
+                pts[0] = (y_lo / bw, y_lo)
+            points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
+            lines.append(
+                f'<polyline class="roof" fill="none" stroke="#c0392b" stroke-width="1.5" '
+                f'points="{points}"><title>{_e(prec)} roof: {peak:,.1f} TFLOP/s, '
+                f"{bw:,.2f} TB/s, ridge at {ridge:,.1f} FLOP/byte</title></polyline>"
+                f'<text x="{left + plot_w + 4}" y="{py(peak) + 3:.1f}" font-size="10" '
+                f'fill="#c0392b">{_e(prec)} {peak:,.1f}</text>'
+            )
+    biggest = max(r.kernel_ns for r in ops)
+    dots = []
+    for r in sorted(ops, key=lambda r: -r.kernel_ns):
+        assert r.intensity is not None and r.tflops_per_s is not None
+        radius = max(2.0, 14 * math.sqrt(r.kernel_ns / biggest))
+        colour = "#2f6fb0" if r.bound == "compute" else "#e67e22"
+        cells = op_cells(r)
+        tip = (
+            f"{r.op} {cells[1]} {cells[2]}: {r.count:,} calls, {_ms(r.kernel_ns)} ms, "
+            f"{r.tflops_per_s:,.2f} TFLOP/s at {r.intensity:,.1f} FLOP/byte"
+            + (f", {format_share(r.roof_share)} of roof" if r.roof_share is not None else "")
+        )
+        x, y = min(max(r.intensity, x_lo), x_hi), min(max(r.tflops_per_s, y_lo), y_hi)
+        if (x, y) != (r.intensity, r.tflops_per_s):
+            tip += " (off the axes: drawn at the edge)"
+        dots.append(
+            f'<circle class="op-dot" cx="{px(x):.1f}" cy="{py(y):.1f}" '
+            f'r="{radius:.1f}" fill="{colour}" fill-opacity="0.6" stroke="{colour}">'
+            f"<title>{_e(tip)}</title></circle>"
+        )
+    return (
+        f'<svg class="plot roofline" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="ops on the roofline">'
+        f"{''.join(axis)}{''.join(lines)}{''.join(dots)}</svg>"
+        '<div class="legend"><span><i style="background:#2f6fb0"></i>compute-bound</span>'
+        '<span><i style="background:#e67e22"></i>memory-bound or unknown</span>'
+        "<span>dot area: GPU time</span></div>"
+    )
+
+
+_ICICLE_COLOURS = ("#5b8cc0", "#7fb07f", "#d9a25f", "#b07fb0", "#6fb7b7", "#c07f7f")
+
+
+def module_icicle(modules: list[ModuleRow], total_ns: int) -> str:
+    """The module tree as an SVG icicle: one row per depth, widths by rolled-up GPU time.
+
+    Each rect holds a <title> with its path and time. Rects narrower than half a pixel
+    (and what lies under them), depths past `_ICICLE_DEPTH` and rects past
+    `_MAX_ICICLE_RECTS` are left out, so the page stays small at any model size.
+    """
+    if not modules:
+        return ""
+    ns = {r.path: r.kernel_ns for r in modules}
+    children: dict[str, list[str]] = {}
+    for r in modules:
+        parent = r.path.rsplit("/", 1)[0] if "/" in r.path and r.path != NO_MODULE else ""
+        children.setdefault(parent, []).append(r.path)
+    span = max(total_ns, sum(ns[p] for p in children.get("", [])), 1)
+    width, row_h = 1070, 20
+    scale = width / span
+    rects: list[str] = []
+    depth_seen = 0
+    # Breadth-first, largest first, so the cap drops the smallest, deepest rects.
+    queue: list[tuple[str, float, int]] = []
+    x = 0.0
+    for path in sorted(children.get("", []), key=lambda p: (-ns[p], p)):
+        queue.append((path, x, 0))
+        x += ns[path] * scale
+    left_out = 0
+    while queue:
+        path, x0, depth = queue.pop(0)
+        w = ns[path] * scale
+        if w < 0.5 or depth >= _ICICLE_DEPTH or len(rects) >= _MAX_ICICLE_RECTS:
+            left_out += 1
+            continue
+        depth_seen = max(depth_seen, depth)
+        y = depth * row_h
+        name = path.rsplit("/", 1)[-1] if path != NO_MODULE else path
+        colour = _ICICLE_COLOURS[depth % len(_ICICLE_COLOURS)]
+        label = ""
+        if w > 40:
+            chars = int((w - 6) / 6)
+            shown = name if len(name) <= chars else name[: max(chars - 1, 1)] + "…"
+            label = (
+                f'<text x="{x0 + 3:.1f}" y="{y + 14}" font-size="10" fill="#fff" '
+                f'pointer-events="none">{_e(shown)}</text>'
+            )
+        rects.append(
+            f'<g class="module"><rect x="{x0:.2f}" y="{y + 1}" width="{max(w - 0.5, 0.3):.2f}" '
+            f'height="{row_h - 2}" fill="{colour}"><title>{_e(path)}: {_ms(ns[path])} ms '
+            f"({_pct(ns[path], span)})</title></rect>{label}</g>"
+        )
+        cx = x0
+        for child in sorted(children.get(path, []), key=lambda p: (-ns[p], p)):
+            queue.append((child, cx, depth + 1))
+            cx += ns[child] * scale
+    height = (depth_seen + 1) * row_h
+    note = (
+        f"<p><small>{left_out:,} modules too small or too deep to draw are left out; "
+        "--format json lists them all.</small></p>"
+        if left_out
+        else ""
+    )
+    return (
+        f'<svg class="plot icicle" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="GPU time by module">'
+        f"{''.join(rects)}</svg>{note}"
+    )
+
+
+def _op_row_html(r: OpRow, kernel: str) -> list[str]:
+    cells = [_e(c) for c in op_cells(r)]
+    full = r.kernels[0] if r.kernels else ""
+    cells.append(f'<span title="{_e(full)}">{_e(kernel)}</span>' if full else "–")
+    return cells
+
+
+def _model_html(d: DeviceAnalysis, m: ModelAnalysis, top: int) -> str:
+    """MFU and its waterfall, top ops, ops on the roofline, the module icicle."""
+    out = ["<h3>Model FLOPs utilisation</h3>", f'<p class="mfu"><b>{_e(mfu_line(d, m))}</b></p>']
+    out.append(waterfall_plot(m))
+    out += [f'<p class="note">note: {_e(n)}</p>' for n in m.efficiency.notes]
+    if m.ops:
+        shown = m.ops[:top] if top > 0 else m.ops
+        kernels = distinct_names([r.kernels[0] if r.kernels else "" for r in shown],
+                                 _KERNEL_NAME_WIDTH)  # fmt: skip
+        out.append("<h3>Top ops</h3>")
+        table = html_table(
+            (*OP_COLUMNS, "main kernel"),
+            (_op_row_html(r, k) for r, k in zip(shown, kernels, strict=True)),
+            name_col=True,
+        )
+        out.append('<div class="wide">' + table.replace("<table>", '<table class="ops">', 1))
+        out.append("</div>")
+        if len(shown) < len(m.ops):
+            out.append(f"<p><small>{len(m.ops) - len(shown)} more ops in --format json</small></p>")
+    out += [f"<p><small>{_e(line)}</small></p>" for line in attribution_lines(m)]
+    roofline = roofline_plot(m)
+    if roofline:
+        out += [
+            "<h3>Ops on the roofline</h3><p><small>One dot per op row (op, shapes, dtypes); "
+            "ops without FLOPs (copies) are not drawn.</small></p>",
+            roofline,
+        ]
+    if m.modules:
+        out += [
+            "<h3>GPU time by module</h3><p><small>Rolled up: a module's width holds its "
+            "children's.</small></p>",
+            module_icicle(m.modules, m.attributed_ns + m.unattributed_ns),
+        ]
+    return "".join(out)
+
+
 def _device(
     d: DeviceAnalysis,
     findings: Sequence[Finding],
@@ -375,6 +700,8 @@ def _device(
                 name_col=True,
             )
         )
+    if d.model is not None and top != 0:
+        out.append(_model_html(d, d.model, top))
     out.append(
         f"<p>communication: {_ms(d.comm.total_ns)} ms, of which "
         f"{_ms(d.comm.overlapped_ns)} ms hidden under compute</p>"
@@ -549,7 +876,7 @@ def render_html(job: JobResult, top: int = 10) -> str:
 
 
 def _diff_device(d: DeviceDiff, top: int) -> str:
-    """One GPU pair of a diff: goodput, parts and step time before and after, then kernels."""
+    """One GPU pair of a diff: goodput, parts and step time before and after, kernels, ops."""
 
     def signed(ns: float) -> str:
         return f"{'+' if ns >= 0 else '−'}{_ms(abs(ns))}"
@@ -595,8 +922,103 @@ def _diff_device(d: DeviceDiff, top: int) -> str:
         marked = body.replace("<tr>", f'<tr class="kernel-{title}">')
         out.append(f"{head}<tbody>{marked}")
     out.append(f"<p>{d.unchanged:,} kernels unchanged</p>")
+    if d.ops is not None:
+        out.append(_diff_ops_html(d, top))
     out += [f'<p class="note">note: {_e(w)}</p>' for w in d.warnings]
     out.append("</section>")
+    return "".join(out)
+
+
+def _diff_ops_html(d: DeviceDiff, top: int) -> str:
+    """The op, module and MFU part of one GPU pair of a diff (part of `_diff_device`)."""
+    from badput.report.diff_report import op_shapes_text
+
+    o, per = d.ops, d.per
+    assert o is not None
+
+    def signed(ns: float) -> str:
+        return f"{'+' if ns >= 0 else '−'}{_ms(abs(ns))}"
+
+    def rel(status: str, r: float | None) -> str:
+        if status != "matched":
+            return _e(status)
+        return "" if r is None else f"{100 * r:+.0f} %".replace("-", "−")
+
+    def num(v: float | None) -> str:
+        return "–" if v is None else f"{v:,.2f}"
+
+    def share(v: float | None) -> str:
+        return "–" if v is None else f"{100 * v:.0f} %"
+
+    cut = top if top > 0 else None
+    delta = o.mfu_delta
+    dtext = "" if delta is None else f" ({100 * delta:+.2f} points)".replace("-", "−")
+
+    def mfu(v: float | None) -> str:
+        return NOT_AVAILABLE if v is None else f"{100 * v:.2f} %"
+
+    out = [
+        f"<h3>Ops ({len(o.ops):,}: {o.count('matched'):,} matched, {o.count('new'):,} new, "
+        f"{o.count('gone'):,} gone)</h3>",
+        f'<p>MFU <b class="mfu">{mfu(o.mfu_before)} → {mfu(o.mfu_after)}</b>{dtext} · '
+        f"precision {_e(o.precision_before or '–')} → {_e(o.precision_after or '–')}</p>",
+    ]
+    shown = o.ops[:cut]
+    if not shown:
+        out.append("<p>none</p>")
+    else:
+        rows = []
+        for c, shapes in zip(shown, op_shapes_text(shown), strict=True):
+            cells = (
+                f"{_e(c.op)}<br><small>{_e(shapes)}</small>",
+                _e(c.category or "–"),
+                f"{c.count_before:,} → {c.count_after:,}",
+                f"{_ms(c.per_step_before_ns)} → {_ms(c.per_step_after_ns)}",
+                signed(c.delta_per_step_ns),
+                rel(c.status, c.rel_change),
+                f"{num(c.tflops_before)} → {num(c.tflops_after)}",
+                f"{share(c.roof_share_before)} → {share(c.roof_share_after)}",
+                _e(c.module or "–"),
+            )
+            rows.append(
+                f'<tr class="op-{_e(c.status)}"><td class="name">{cells[0]}</td>'
+                + "".join(f"<td>{x}</td>" for x in cells[1:])
+                + "</tr>"
+            )
+        head = (
+            "op, shapes",
+            "category",
+            "calls",
+            f"ms per {_e(per)}",
+            "change ms",
+            "change",
+            "TFLOP/s",
+            "roof",
+            "module",
+        )
+        th = "".join(f"<th>{h}</th>" for h in head)
+        out.append(f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+        if len(shown) < len(o.ops):
+            out.append(f"<p>{len(o.ops) - len(shown):,} more ops with smaller changes</p>")
+    if o.modules:
+        mods = o.modules[:cut]
+        out.append(f"<h3>Modules in both ({len(o.modules):,}, by change)</h3>")
+        out.append(
+            html_table(
+                ("module (rolled up)", f"ms per {_e(per)} before", "after", "change ms", "change"),
+                (
+                    (
+                        _e(m.path),
+                        _ms(m.per_step_before_ns),
+                        _ms(m.per_step_after_ns),
+                        signed(m.delta_per_step_ns),
+                        rel("matched", m.rel_change),
+                    )
+                    for m in mods
+                ),
+                name_col=True,
+            )
+        )
     return "".join(out)
 
 

@@ -21,12 +21,14 @@ import os
 import statistics
 from collections.abc import Sequence
 
+from badput.analysis.ops import ModelAnalysis
 from badput.analysis.ranks import CrossRank
 from badput.analysis.results import DeviceAnalysis
 from badput.bench.ab import ABResult, exit_code
 from badput.bench.deterministic import CheckResult
 from badput.diagnose import Finding, JobResult
 from badput.diagnose.gates import GateCheck
+from badput.report.names import distinct_names
 from badput.report.text import (
     _CAUSES,
     _EXTREME_LABELS,
@@ -35,12 +37,15 @@ from badput.report.text import (
     _MAX_NOTES,
     _WINDOW_SOURCE,
     COLLECTIVE_COLUMNS,
+    OP_COLUMNS,
     RANK_COLUMNS,
     _collectives_by_type,
     _outliers,
-    _short,
+    attribution_lines,
     collective_cells,
     memory_summary,
+    mfu_line,
+    op_cells,
     rank_cells,
 )
 from badput.report.units import NOT_AVAILABLE, format_share
@@ -59,6 +64,9 @@ __all__ = [
 MAX_BYTES = 512 * 1024
 # Rows of any one table (kernels with --top 0, bench verdicts) before "N more".
 _MAX_ROWS = 50
+# Widest a kernel name, an op name or an op's shapes gets in a table cell.
+_NAME_WIDTH = 80
+_OP_WIDTH = 48
 # Characters that mean something in GFM inline text or tables; escaped with a backslash, which
 # CommonMark allows before any ASCII punctuation.
 _SPECIAL = set("\\`*_[]<>|~#")
@@ -166,15 +174,16 @@ def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> lis
         lines += _finding_lines(findings)
     if d.kernels:  # --top 0 lists all, as its help says, capped like every table here
         shown = d.kernels[: min(top, _MAX_ROWS) if top > 0 else _MAX_ROWS]
+        names = distinct_names([k.name for k in shown], _NAME_WIDTH)
         rows = [
             [
-                md_escape(_short(k.name)),
+                md_escape(name),
                 k.category,
                 f"{k.count:,}",
                 _ms(k.total_ns),
                 f"{k.mean_ns / 1000:,.1f}",
             ]
-            for k in shown
+            for name, k in zip(names, shown, strict=True)
         ]
         lines += [""]
         lines += _table(
@@ -183,9 +192,35 @@ def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> lis
         wanted = len(d.kernels) if top <= 0 else min(top, len(d.kernels))
         if wanted > len(shown):
             lines.append(f"\n{wanted - len(shown)} more operations in `--format json`.")
+    if d.model is not None:
+        lines += _model_lines(d, d.model, top)
     for w in d.warnings[:_MAX_NOTES]:
         lines.append(f"\n- note: {md_escape(w)}")
     return [*lines, ""]
+
+
+def _model_lines(d: DeviceAnalysis, m: ModelAnalysis, top: int) -> list[str]:
+    """The MFU line, the top ops (capped like every table here) and their attribution."""
+    lines: list[str] = []
+    if m.attributed_share is not None:
+        lines += ["", f"**{md_escape(mfu_line(d, m))}**"]
+    if m.ops:
+        shown = m.ops[: min(top, _MAX_ROWS) if top > 0 else _MAX_ROWS]
+        cells = [op_cells(r) for r in shown]
+        ops = distinct_names([c[0] for c in cells], _OP_WIDTH)
+        shapes = distinct_names([c[1] for c in cells], _OP_WIDTH)
+        rows = [
+            [md_escape(op), md_escape(dims), *(md_escape(x) for x in c[2:])]
+            for op, dims, c in zip(ops, shapes, cells, strict=True)
+        ]
+        lines += [""]
+        lines += _table(("top ops", *OP_COLUMNS[1:]), "lllrrrrl", rows)
+        if len(m.ops) > len(shown):
+            lines.append(f"\n{len(m.ops) - len(shown)} more ops in `--format json`.")
+    notes = attribution_lines(m)
+    if notes:
+        lines += ["", " · ".join(md_escape(n) for n in notes)]
+    return lines
 
 
 def _value(category: str, v: float | None) -> str:

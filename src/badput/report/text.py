@@ -4,22 +4,43 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from badput.analysis.comm import link_peak_gbps
+from badput.analysis.ops import NO_MODULE, ModelAnalysis, ModuleRow, OpRow
 from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
 from badput.diagnose import Diagnosis, Finding, JobResult, Rule, diagnose_job, outcome_of
-from badput.report.units import NOT_AVAILABLE, format_share
+from badput.report.names import distinct_names
+from badput.report.units import (
+    NOT_AVAILABLE,
+    elide_middle,
+    format_dtypes,
+    format_shapes,
+    format_share,
+)
 from badput.report.units import format_ms as _ms
 from badput.trace.model import Trace
 
-__all__ = ["render_job", "render_rule", "render_text"]
+__all__ = [
+    "OP_COLUMNS",
+    "attribution_lines",
+    "mfu_line",
+    "module_tree",
+    "op_cells",
+    "render_job",
+    "render_rule",
+    "render_text",
+]
 
 _FINDINGS_SHOWN = 5
 # Above this many GPUs the per-GPU sections are left out of the text report (JSON has them).
@@ -52,6 +73,85 @@ _CAUSES = (
 
 def _pct(part: int | float, whole: int | float) -> str:
     return f"{100 * part / whole:5.1f} %" if whole else "    – "
+
+
+# Widest a name column grows on a wide terminal.
+_KERNEL_NAME_CAP = 80
+_OP_NAME_CAP = 40
+_SHAPES_CAP = 60
+# Module rows: deepest level listed.
+_MODULE_DEPTH = 4
+_WATERFALL_BAR = 20
+
+
+@dataclass(frozen=True)
+class _Col:
+    """A column of a table fitted to the terminal (see `_fitted`)."""
+
+    header: str
+    right: bool = False
+    elastic: bool = False  # a name: gives way (is shortened) before any number is cut
+    floor: int = 8  # narrowest an elastic column gets before the table overflows
+    cap: int | None = None  # widest an elastic column grows
+    shrink: Callable[[list[str], int], list[str]] | None = None  # default: middle-elide
+    style: str | None = None
+
+
+def _fit_widths(natural: list[int], cols: Sequence[_Col], width: int) -> list[int]:
+    """Column widths within `width`: numbers keep theirs, names shrink, widest first."""
+    widths = [
+        min(n, max(c.cap, cell_len(c.header))) if c.elastic and c.cap is not None else n
+        for n, c in zip(natural, cols, strict=True)
+    ]
+    budget = width - 2 * (len(cols) - 1)  # two blanks between columns
+    elastic = [i for i, c in enumerate(cols) if c.elastic]
+    floors = {i: min(widths[i], cols[i].floor) for i in elastic}
+    excess = sum(widths) - budget
+    while excess > 0:
+        room = [i for i in elastic if widths[i] > floors[i]]
+        if not room:
+            break
+        widest = max(room, key=lambda i: (widths[i], -i))
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def _lines_len(cell: str) -> int:
+    """Width of a cell: of its longest line."""
+    return max(cell_len(line) for line in cell.split("\n"))
+
+
+def _fitted(cols: Sequence[_Col], rows: Sequence[Sequence[str]], width: int) -> Table:
+    """A table that fits `width` columns: name columns give way first, numbers never.
+
+    Elastic (name) columns are shortened by their `shrink` (middle elision by default) to
+    the width left after the numbers; the widest name shrinks first. Only when every name
+    is at its floor does the table overflow.
+    """
+    natural = [
+        max([cell_len(c.header), *(_lines_len(r[i]) for r in rows)]) for i, c in enumerate(cols)
+    ]
+    widths = _fit_widths(natural, cols, width)
+    columns = [[r[i] for r in rows] for i in range(len(cols))]
+    for i, c in enumerate(cols):
+        if c.elastic and widths[i] < natural[i]:
+            shrink = c.shrink or (lambda cells, w: [elide_middle(x, w) for x in cells])
+            columns[i] = shrink(columns[i], widths[i])
+    table = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
+    for i, c in enumerate(cols):
+        table.add_column(
+            c.header,
+            justify="right" if c.right else "left",
+            no_wrap=True,
+            overflow="ellipsis" if c.elastic else "fold",
+            width=widths[i] if c.elastic else None,
+            min_width=None if c.elastic else natural[i],
+            style=c.style,
+        )
+    for r in range(len(rows)):  # Text: a trace's `[...]` is shown, never read as markup
+        table.add_row(*(Text(columns[i][r]) for i in range(len(cols))))
+    return table
 
 
 def _short(name: str, width: int = 60) -> str:
@@ -160,7 +260,315 @@ def render_rule(rule: Rule, console: Console) -> None:
             console.print(Text(f"- {ref}"), soft_wrap=True)
 
 
-def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
+def _kernel_table(d: DeviceAnalysis, top: int, width: int) -> Table:
+    """The top GPU operations by total time, names shortened to stay apart and fit."""
+    shown = d.kernels[: top if top > 0 else None]
+    names = [k.name for k in shown]
+    cols = [
+        _Col(
+            "top GPU operations",
+            elastic=True,
+            floor=16,
+            cap=_KERNEL_NAME_CAP,
+            shrink=lambda _cells, w: distinct_names(names, w),
+        ),
+        _Col("category"),
+        _Col("count", right=True),
+        _Col("total ms", right=True),
+        _Col("mean us", right=True),
+    ]
+    rows = [
+        [name, k.category, f"{k.count:,}", _ms(k.total_ns), f"{k.mean_ns / 1000:,.1f}"]
+        for name, k in zip(distinct_names(names, _KERNEL_NAME_CAP), shown, strict=True)
+    ]
+    return _fitted(cols, rows, width)
+
+
+#: Columns of the top-ops table (text, Markdown and HTML reports).
+OP_COLUMNS = ("op", "shapes", "dtype", "calls", "GPU ms", "TFLOP/s", "of roof", "bound")
+
+
+def _tflops(v: float) -> str:
+    """TFLOP/s with one decimal, two below 1 (memory-bound ops run at a fraction of one)."""
+    return f"{v:,.1f}" if abs(v) >= 1 else f"{v:.2f}"
+
+
+def op_cells(r: OpRow) -> list[str]:
+    """One op row as `OP_COLUMNS`: names whole, numbers formatted, `–` where unknown."""
+    return [
+        r.op,
+        format_shapes(r.input_dims),
+        format_dtypes(r.input_types, r.input_dims),
+        f"{r.count:,}",
+        _ms(r.kernel_ns),
+        _tflops(r.tflops_per_s) if r.tflops_per_s is not None else "–",
+        f"{100 * r.roof_share:.1f} %" if r.roof_share is not None else "–",
+        r.bound or "–",
+    ]
+
+
+def _op_names(cells: list[str], width: int) -> list[str]:
+    """Op names within `width`: without `aten::` when one does not fit, then shortened."""
+    if any(cell_len(c) > width for c in cells):
+        cells = [c.removeprefix("aten::") for c in cells]
+    return distinct_names(cells, width)
+
+
+def _op_table(m: ModelAnalysis, top: int, width: int) -> Table:
+    """The top ops; where op and shapes do not both fit, shapes go under the op's name."""
+    rows = [op_cells(r) for r in m.ops[: top if top > 0 else None]]
+    numbers = [
+        _Col("dtype"),
+        *(_Col(h, right=True) for h in OP_COLUMNS[3:7]),
+        _Col("bound"),
+    ]
+    fixed = sum(
+        max([cell_len(c.header), *(cell_len(r[i + 2]) for r in rows)])
+        for i, c in enumerate(numbers)
+    )
+    op_w = min(max(cell_len(r[0]) for r in rows), _OP_NAME_CAP)
+    shapes_w = min(max(cell_len(r[1]) for r in rows), _SHAPES_CAP)
+    if op_w + shapes_w + 2 + fixed + 2 * len(numbers) <= width:
+        cols = [
+            _Col("top ops", elastic=True, floor=10, cap=_OP_NAME_CAP, shrink=_op_names),
+            _Col("shapes", elastic=True, floor=10, cap=_SHAPES_CAP, shrink=_shapes),
+            *numbers,
+        ]
+        return _fitted(cols, rows, width)
+    merged = [[f"{r[0]}\n  {r[1]}", *r[2:]] for r in rows]
+    cols = [_Col("top ops, shapes", elastic=True, floor=14, shrink=_op_and_shapes), *numbers]
+    return _fitted(cols, merged, width)
+
+
+def _compact_shapes(shapes: str) -> str:
+    """Repeated consecutive argument shapes once, counted: `a · a · a` -> `a ×3`."""
+    out: list[tuple[str, int]] = []
+    for part in shapes.split(" · "):
+        if out and out[-1][0] == part:
+            out[-1] = (part, out[-1][1] + 1)
+        else:
+            out.append((part, 1))
+    return " · ".join(p if n == 1 else f"{p} ×{n}" for p, n in out)
+
+
+def _shapes(cells: list[str], width: int) -> list[str]:
+    """Shapes within `width`: repeats counted when one does not fit, then told apart."""
+    if any(cell_len(c) > width for c in cells):
+        cells = [_compact_shapes(c) for c in cells]
+    return distinct_names(cells, width)
+
+
+def _op_and_shapes(cells: list[str], width: int) -> list[str]:
+    """Two-line cells (op, indented shapes) within `width`, each line told apart."""
+    ops, shapes = zip(*(c.split("\n", 1) for c in cells), strict=True)
+    names = _op_names(list(ops), width)
+    dims = _shapes([s.strip() for s in shapes], max(width - 2, 1))
+    return [f"{a}\n  {b}" for a, b in zip(names, dims, strict=True)]
+
+
+_UNATTRIBUTED = {
+    "no launch call": "with no launch call in the trace",
+    "launch outside any op": "launched outside any op",
+    "launched before the trace": "launched before the trace",
+}
+
+
+def attribution_lines(m: ModelAnalysis) -> list[str]:
+    """How much GPU time the op rows hold, and what has no FLOP model; [] without GPU time."""
+    share = m.attributed_share
+    if share is None:
+        return []
+    line = f"GPU time attributed to ops: {format_share(share)}"
+    if m.unattributed_ns > 0:
+        why = ", ".join(
+            f"{_ms(ns)} ms {_UNATTRIBUTED.get(reason, reason)}"
+            for reason, ns in sorted(m.reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+            if ns > 0
+        )
+        line += f" (unattributed: {why})" if why else ""
+    lines = [line]
+    unmodelled = {k: v for k, v in m.unmodelled.items() if v > 0}
+    if unmodelled:
+        why = ", ".join(f"{reason}: {_ms(ns)} ms" for reason, ns in unmodelled.items())
+        lines.append(f"no FLOP model for {_ms(sum(unmodelled.values()))} ms of op time ({why})")
+    return lines
+
+
+def mfu_line(d: DeviceAnalysis, m: ModelAnalysis) -> str:
+    """`MFU 23.4 % of 989 TFLOP/s bf16 peak (model covers 87 % of kernel time)`, or why not."""
+    e = m.efficiency
+    cover = (
+        f" (model covers {100 * e.modelled_kernel_share:.0f} % of kernel time)"
+        if e.modelled_kernel_share is not None
+        else ""
+    )
+    if e.mfu is not None and e.peak_tflops is not None:
+        peak = f"{e.peak_tflops:,.1f}".removesuffix(".0")
+        return f"MFU {100 * e.mfu:.1f} % of {peak} TFLOP/s {e.precision} peak{cover}"
+    gpu = d.gpu or "this GPU"
+    if not m.has_shapes:
+        why = "the trace records no input shapes (profile with record_shapes=True)"
+    elif m.gpu_spec is None:
+        why = f"{gpu} is not in badput's hardware table, so there is no peak"
+    elif e.precision is None:
+        why = "no op with a FLOP model ran in the window"
+    elif e.peak_tflops is None:
+        why = f"the hardware table has no {e.precision} peak for {gpu}"
+    else:
+        why = "the window has zero length"
+    return f"MFU {NOT_AVAILABLE}: {why}{cover}"
+
+
+def _waterfall(m: ModelAnalysis, width: int) -> Table | None:
+    e = m.efficiency
+    if not e.waterfall or e.peak_tflops is None:
+        return None
+
+    def bar(share: float) -> str:
+        return "█" * round(_WATERFALL_BAR * min(max(share, 0.0), 1.0))
+
+    rows = [[f"peak ({e.precision})", f"{e.peak_tflops:,.1f}", "100.0 %", bar(1.0)]]
+    rows += [
+        [
+            f"{'= ' if st.stage == 'achieved' else '− '}{st.stage}",
+            _tflops(st.tflops),
+            format_share(st.share_of_peak),
+            bar(st.share_of_peak),
+        ]
+        for st in e.waterfall
+    ]
+    cols = [
+        _Col("where the peak goes", elastic=True, floor=12),
+        _Col("TFLOP/s", right=True),
+        _Col("of peak", right=True),
+        _Col("", style="cyan"),
+    ]
+    return _fitted(cols, rows, width)
+
+
+_INSTANCE = re.compile(r"_\d+$")
+
+
+def _class_path(path: str) -> str:
+    """A module path with each instance number dropped: `Model_0/Layer_3` -> `Model/Layer`."""
+    if path == NO_MODULE:
+        return path
+    return "/".join(_INSTANCE.sub("", part) or part for part in path.split("/"))
+
+
+def module_tree(
+    modules: Sequence[ModuleRow], limit: int, max_depth: int = _MODULE_DEPTH
+) -> tuple[list[tuple[str, int, int, int]], int]:
+    """Module rows to list: instances of a class merged, the largest, under their parents.
+
+    Paths that differ only in instance numbers (`Layer_0` ... `Layer_23`, the profiler's
+    `ClassName_N` names) become one row (`Layer`, 24 instances) whose time is their sum.
+    The `limit` largest rows at most `max_depth` deep are kept (all with `limit` <= 0) with
+    their ancestors, in tree order, children by time.
+
+    Returns:
+        (class path, depth, kernel ns, instances) per row, and the number of merged rows
+        left out.
+    """
+    merged: dict[str, list[int]] = {}
+    for row in modules:
+        acc = merged.setdefault(_class_path(row.path), [0, 0, row.depth])
+        acc[0] += row.kernel_ns
+        acc[1] += 1
+    eligible = sorted(
+        (p for p, (_, _, depth) in merged.items() if depth <= max_depth),
+        key=lambda p: (-merged[p][0], p),
+    )
+    chosen = set(eligible[:limit] if limit > 0 else eligible)
+    for path in list(chosen):
+        if path == NO_MODULE:
+            continue
+        parts = path.split("/")
+        chosen.update("/".join(parts[:k]) for k in range(1, len(parts)))
+    chosen &= merged.keys()
+    children: dict[str, list[str]] = {}
+    for path in chosen:
+        parent = path.rsplit("/", 1)[0] if "/" in path and path != NO_MODULE else ""
+        children.setdefault(parent, []).append(path)
+    out: list[tuple[str, int, int, int]] = []
+
+    def visit(parent: str) -> None:
+        for path in sorted(children.get(parent, []), key=lambda p: (-merged[p][0], p)):
+            ns, instances, depth = merged[path]
+            out.append((path, depth, ns, instances))
+            visit(path)
+
+    visit("")
+    return out, len(merged) - len(out)
+
+
+def _indented(cells: list[str], width: int) -> list[str]:
+    """Indented labels within `width`: the indent kept, the label middle-elided."""
+    out = []
+    for cell in cells:
+        label = cell.lstrip(" ")
+        indent = min(len(cell) - len(label), max(width - 6, 0))
+        out.append(" " * indent + elide_middle(label, width - indent))
+    return out
+
+
+def _module_table(m: ModelAnalysis, top: int, width: int) -> tuple[Table, int] | None:
+    rows, left_out = module_tree(m.modules, top)
+    if not rows:
+        return None
+    total = m.attributed_ns + m.unattributed_ns
+    cells = [
+        [
+            "  " * (depth - 1) + path.rsplit("/", 1)[-1] if path != NO_MODULE else path,
+            f"{instances:,}",
+            _ms(ns),
+            _ms(ns / instances),
+            _pct(ns, total).strip(),
+        ]
+        for path, depth, ns, instances in rows
+    ]
+    cols = [
+        _Col("GPU time by module", elastic=True, floor=12, shrink=_indented),
+        _Col("×", right=True),
+        _Col("GPU ms", right=True),
+        _Col("ms each", right=True),
+        _Col("of GPU time", right=True),
+    ]
+    return _fitted(cols, cells, width), left_out
+
+
+def _model_section(d: DeviceAnalysis, m: ModelAnalysis, top: int, width: int) -> list[Text | Table]:
+    """Top ops, attribution, modules, MFU and its waterfall (`badput.analysis.ops`)."""
+    parts: list[Text | Table] = []
+    if m.ops:
+        parts += [Text(""), _op_table(m, top, width)]
+        notes = []
+        shown = len(m.ops) if top <= 0 else min(top, len(m.ops))
+        if shown < len(m.ops):
+            notes.append(f"{len(m.ops) - shown} more ops in --format json")
+        if not m.has_shapes:
+            notes.append("no input shapes in this trace: record_shapes=True gives FLOPs")
+        elif m.gpu_spec is not None:
+            notes.append("of roof: of the GPU's roofline at the op's FLOP/byte and precision")
+        parts += [Text(n, style="dim") for n in notes]
+    parts += [Text(line, style="dim") for line in attribution_lines(m)]
+    modules = _module_table(m, top, width)
+    if modules is not None:
+        table, left_out = modules
+        parts += [Text(""), table]
+        rows = "row" if left_out == 1 else "rows"
+        more = f"; {left_out} more {rows} in --format json" if left_out else ""
+        parts.append(Text(f"×: instances merged (Layer_0, Layer_1, … → Layer){more}", style="dim"))
+    if m.attributed_share is not None:
+        parts += [Text(""), Text(mfu_line(d, m), style="bold")]
+        waterfall = _waterfall(m, width)
+        if waterfall is not None:
+            parts.append(waterfall)
+        parts += [Text(f"note: {n}", style="yellow") for n in m.efficiency.notes]
+    return parts
+
+
+def _device(d: DeviceAnalysis, top: int, findings: list[Finding], width: int = 120) -> Group:
     head = Text()
     gpu = f"GPU {d.device}" + (f" ({d.gpu})" if d.gpu else "")
     rank = f" · rank {d.rank}/{d.world_size}" if d.rank is not None else ""
@@ -218,22 +626,8 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
     parts: list[Text | Table] = [head, table]
     parts += _findings(findings, "what to fix first")
     if d.kernels and top != 0:
-        kt = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
-        kt.add_column("top GPU operations", no_wrap=True, overflow="ellipsis", max_width=50)
-        kt.add_column("category", no_wrap=True)
-        kt.add_column("count", justify="right")
-        kt.add_column("total ms", justify="right", no_wrap=True)
-        kt.add_column("mean us", justify="right")
-        for k in d.kernels[: top if top > 0 else None]:
-            kt.add_row(
-                _short(k.name),
-                k.category,
-                f"{k.count:,}",
-                _ms(k.total_ns),
-                f"{k.mean_ns / 1000:,.1f}",
-            )
         parts.append(Text(""))
-        parts.append(kt)
+        parts.append(_kernel_table(d, top, width))
         if d.short_kernel_share is not None:
             parts.append(
                 Text(
@@ -242,6 +636,8 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
                     style="dim",
                 )
             )
+    if d.model is not None and top != 0:
+        parts += _model_section(d, d.model, top, width)
     stats = d.step_time_stats_ns()
     if stats is not None:
         mean, median, longest = stats
@@ -271,7 +667,7 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding]) -> Group:
             _, _, label = max(_CAUSES, key=lambda kv: getattr(sc, f"{kv[0]}_ns"))
             cause = label if sb.idle_ns else "–"
             st.add_row(
-                s.name,
+                Text(s.name),
                 _ms(s.dur_ns),
                 _pct(sb.compute_ns, s.dur_ns),
                 _pct(sb.communication_ns, s.dur_ns),
@@ -333,7 +729,7 @@ def render_job(job: JobResult, console: Console, top: int = 10) -> None:
             if not first:
                 console.rule(style="dim")
             first = False
-            console.print(_device(d, top, diagnosis.for_device(d)))
+            console.print(_device(d, top, diagnosis.for_device(d), console.width))
             memory = memory_summary(job, d)
             if memory is not None:
                 console.print(Text(memory, style="bold"))
