@@ -442,3 +442,28 @@ def test_explain_covers_the_new_tables(capsys: pytest.CaptureFixture[str], topic
     assert not set(TOPICS) & set(RULES)
     code, out, _ = run_cli(capsys, "explain", topic)
     assert code == 0 and out.startswith(f"{topic}: ") and "Limits" in out
+
+
+@pytest.mark.parametrize("link", ["sequence", "none"])
+def test_backward_module_through_sequence_numbers_without_fwdbwd_flows(
+    tmp_path: Path, link: str
+) -> None:
+    b = TraceBuilder()
+    autograd = 5000
+    b.python_frame("nn.Module: Model_0", 0, 100)
+    b.python_frame("nn.Module: Linear_0", 10, 90)
+    fwd = b.cpu_op("aten::linear", 20, 80)
+    b.cpu_op("aten::addmm", 30, 70)["args"]["Sequence number"] = 7  # nested: same number
+    b.launch("fwd_gemm", cpu=(40, 50), gpu=(100, 150))
+    other = b.cpu_op("aten::relu", 85, 88)
+    other["args"]["Sequence number"] = 8
+    b.cpu_op("autograd::engine::evaluate_function: AddmmBackward0", 200, 300, tid=autograd)
+    bwd = b.cpu_op("AddmmBackward0", 210, 290, tid=autograd)
+    _shapes(b.cpu_op("aten::mm", 220, 260, tid=autograd), [[8, 32], [32, 16]], [BF16, BF16])
+    b.launch("bwd_gemm", cpu=(230, 240), gpu=(400, 450), tid=autograd)
+    if link == "sequence":
+        fwd["args"]["Sequence number"] = 7
+        bwd["args"].update({"Sequence number": 7, "Fwd thread id": b.tid})
+    m = _model(b, tmp_path)
+    want = "Model_0/Linear_0" if link == "sequence" else None
+    assert _op(m, "aten::mm").module == want

@@ -256,12 +256,12 @@ def launch_tree(trace: Trace) -> LaunchTree:
         launch_node[unlinked[found]] = via_flow[found]
         linked_by[unlinked[found]] = LINK_FLOW
 
-    forward_of = _forward_ops(trace, nodes, thread, notes)
     is_module_name = trace.name_mask(lambda n: n.startswith(MODULE_PREFIX))
     is_step_name = trace.name_mask(lambda n: n.startswith("ProfilerStep#"))
     kind, name_id = nodes.kind, trace.name_id[nodes.row]
     is_op = (kind == EventKind.CPU_OP) & ~is_step_name[name_id]
     is_module = (kind == EventKind.PYTHON) & is_module_name[name_id]
+    forward_of = _forward_ops(trace, nodes, thread, notes, bool(is_module.any()))
     is_annotation = (kind == EventKind.ANNOTATION) & ~is_step_name[name_id]
 
     # Walk each distinct launch call's ancestors once: a graph launch serves many kernels.
@@ -288,7 +288,8 @@ def launch_tree(trace: Trace) -> LaunchTree:
         if orphan.any():
             notes.append(
                 f"{int(orphan.sum())} activities launched by ops on threads without module "
-                "frames (backward?) have no module: the trace has no fwdbwd flows"
+                "frames (backward?) have no module: the trace has no fwdbwd flows, nor "
+                "autograd sequence numbers that link them to forward ops"
             )
     module, module_paths = _module_paths(trace, nodes, is_module, module_node)
 
@@ -440,14 +441,20 @@ def _link_by_flow(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes, thread
     return out
 
 
-def _forward_ops(trace: Trace, nodes: _Nodes, thread: _Threads, notes: list[str]) -> I64:
+def _forward_ops(
+    trace: Trace, nodes: _Nodes, thread: _Threads, notes: list[str], modules: bool
+) -> I64:
     """Per node: the forward op node its `fwdbwd` flow comes from (backward ops), else NO_ID.
 
     Kineto starts the arrow at the forward op's start and ends it at the backward op's
-    start, on their threads; both bind to the outermost `cpu_op` starting there.
+    start, on their threads; both bind to the outermost `cpu_op` starting there. Without
+    flows, autograd's sequence numbers link them, where the trace has module frames (the
+    link serves only to give backward work its module).
     """
     out = np.full(nodes.row.shape[0], NO_ID, dtype=np.int64)
     if FWDBWD_FLOW not in trace.names:
+        if modules:
+            _forward_by_sequence(trace, nodes, out)
         return out
     fwdbwd = trace.names.index(FWDBWD_FLOW)
     flows = np.flatnonzero((trace.kind == EventKind.FLOW) & (trace.name_id == fwdbwd))
@@ -459,6 +466,42 @@ def _forward_ops(trace: Trace, nodes: _Nodes, thread: _Threads, notes: list[str]
     if int(ok.sum()) < flows.size // 2:
         notes.append(f"{flows.size // 2 - int(ok.sum())} fwdbwd flows bind to no op pair")
     return out
+
+
+def _forward_by_sequence(trace: Trace, nodes: _Nodes, out: I64) -> None:
+    """Without `fwdbwd` flows: link backward ops to forward ops by autograd sequence number.
+
+    Autograd records, on each backward op, the `Sequence number` of the forward op that
+    created its node and that op's thread (`Fwd thread id`); the forward op carries the same
+    sequence number and no thread id. The forward op is the outermost op with that number on
+    that thread (of the same process). Fills `out` in place.
+    """
+    args = trace.op_args
+    if args is None or not (args.fwd_tid >= 0).any():
+        return
+    ops = np.flatnonzero(nodes.kind == EventKind.CPU_OP)
+    entry = args.entries_of(nodes.row[ops].astype(np.int64))
+    has = entry >= 0
+    ops, entry = ops[has], entry[has]
+    seq, fwd_tid = args.sequence[entry], args.fwd_tid[entry]
+    fwd = (seq >= 0) & (fwd_tid < 0)
+    bwd = (seq >= 0) & (fwd_tid >= 0)
+    if not fwd.any() or not bwd.any():
+        return
+    rows = nodes.row[ops]
+    pid, tid = trace.pid[rows], np.where(bwd, fwd_tid, trace.tid[rows])
+    take_ = fwd | bwd
+    ops, pid, tid, seq, is_fwd = ops[take_], pid[take_], tid[take_], seq[take_], fwd[take_]
+    key = dense_pairs(dense_pairs(pid, tid), seq)
+    # Nodes are in open order: the first forward node of a key is the outermost, earliest.
+    f_nodes, f_keys = ops[is_fwd], key[is_fwd]
+    order = np.argsort(f_keys, kind="stable")
+    f_sorted = f_keys[order]
+    b_keys = key[~is_fwd]
+    at = np.searchsorted(f_sorted, b_keys)
+    at_c = np.minimum(at, f_sorted.size - 1)
+    ok = f_sorted[at_c] == b_keys
+    out[ops[~is_fwd][ok]] = f_nodes[order[at_c[ok]]]
 
 
 def _module_paths(
