@@ -316,3 +316,22 @@ def test_any_json_like_input_never_raises(name: str, dims: Any, types: Any, conc
 def test_shaped_input_never_raises(name: str, dims: Any, types: Any) -> None:
     m = model_op(name, dims, types, [""] * len(dims))
     assert m.modelled or m.reason
+
+
+def test_cudnn_convolution_backward_of_old_traces() -> None:
+    # ResNet50 (PyTorch 1.8): self, grad_output, weight, then padding, stride, ... unrecorded.
+    dims = [[32, 512, 7, 7], [32, 2048, 7, 7], [2048, 512, 1, 1], [], [], [], [], [], [], [], []]
+    types = ["float"] * 3 + ["GenericList"] * 3 + ["Int", "Bool", "Bool", "Bool", "GenericList"]
+    m = model_op("aten::cudnn_convolution_backward", dims, types)
+    conv = 2 * (32 * 2048 * 7 * 7) * (512 * 1 * 1)
+    assert m.category == "CONV_bwd" and m.precision == "fp32"
+    assert m.flops == 2 * conv
+    x, dy, w = 32 * 512 * 49 * 4, 32 * 2048 * 49 * 4, 2048 * 512 * 4
+    assert m.bytes == (dy + w + x) + (x + dy + w)
+    only_dw = model_op(
+        "aten::cudnn_convolution_backward", dims, types, [""] * 10 + ["[False, True]"]
+    )
+    assert only_dw.flops == conv
+    mismatch = [[32, 512, 7, 7], [32, 1024, 7, 7], [2048, 512, 1, 1]]
+    bad = model_op("aten::cudnn_convolution_backward", mismatch, ["float"] * 3)
+    assert bad.flops is None and bad.reason == "shape mismatch"

@@ -1,7 +1,8 @@
 """Convolutions, forward and backward.
 
 Forward: ``convolution``, ``_convolution``, ``cudnn_convolution``, ``conv2d``, ...; backward:
-``convolution_backward``.
+``convolution_backward``, and PyTorch <= 1.10's ``cudnn_convolution_backward`` (which records
+dy, so it needs no stride or padding; without a recorded ``output_mask`` both dx and dw count).
 
 With input x [N, C_in, *S_in], weight w [C_out, C_in/g, *k] (transposed: [C_in, C_out/g, *k])
 and output y [N, C_out, *S_out]:
@@ -167,6 +168,35 @@ def _backward(call: Call) -> OpModel:
     return OpModel(call.name, "CONV_bwd", float(flops), float(nbytes), x_dt.precision, evidence)
 
 
+def _cudnn_backward(call: Call) -> OpModel:
+    # cudnn_convolution_backward(self, grad_output, weight, padding, stride, dilation, groups,
+    #                            benchmark, deterministic, allow_tf32, output_mask): PyTorch
+    # <= 1.10's backward of a non-transposed cuDNN convolution; dy is recorded, so the FLOPs
+    # need no geometry. No bias gradient (cuDNN's bias gradient is a separate op).
+    x, x_dt = call.tensor(0, min_rank=3)
+    dy, dy_dt = call.tensor(1, min_rank=3)
+    w, w_dt = call.tensor(2, min_rank=3)
+    if not (len(x) == len(dy) == len(w) and x[0] == dy[0] and dy[1] == w[0]):
+        raise Unmodellable("shape mismatch")
+    mask = call.value(10)
+    if not (isinstance(mask, list | tuple) and len(mask) == 2):
+        mask = [True, True]  # what autograd asks of a layer whose input and weight need grads
+    conv = _conv_flops(x, w, dy, False)
+    flops = conv * (bool(mask[0]) + bool(mask[1]))
+    nbytes = 0
+    if mask[0]:  # dx: read dy and w, write dx
+        nbytes += numel(dy) * dy_dt.itemsize + numel(w) * w_dt.itemsize + numel(x) * x_dt.itemsize
+    if mask[1]:  # dw: read x and dy, write dw
+        nbytes += numel(x) * x_dt.itemsize + numel(dy) * dy_dt.itemsize + numel(w) * w_dt.itemsize
+    evidence: tuple[tuple[str, Param], ...] = (
+        ("input", str(x)),
+        ("weight", str(w)),
+        ("output", str(dy)),
+        ("output_mask", str([bool(v) for v in mask])),
+    )
+    return OpModel(call.name, "CONV_bwd", float(flops), float(nbytes), x_dt.precision, evidence)
+
+
 def model_conv(call: Call) -> OpModel:
     """Model one convolution call; see the module docstring for the formula.
 
@@ -181,7 +211,9 @@ def model_conv(call: Call) -> OpModel:
     """
     if call.name == "aten::convolution_backward":
         return _backward(call)
+    if call.name == "aten::cudnn_convolution_backward":
+        return _cudnn_backward(call)
     return _forward(call, _LAYOUT[call.name])
 
 
-CONV_OPS = frozenset({*_LAYOUT, "aten::convolution_backward"})
+CONV_OPS = frozenset({*_LAYOUT, "aten::convolution_backward", "aten::cudnn_convolution_backward"})
