@@ -162,6 +162,25 @@ def walk_up(parent: I64, start: I64, masks: list[Bools]) -> tuple[list[I64], lis
     return first, last
 
 
+def distinct(values: I64, bound: int) -> tuple[I64, I64]:
+    """`np.unique(values, return_inverse=True)` for values in `[NO_ID, bound)`.
+
+    A lookup table instead of a sort when the bound is small enough beside the values
+    (node indices, Trace rows, interned ids); `np.unique` otherwise.
+    """
+    if values.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if bound > 8 * values.shape[0] + (1 << 16):
+        uniq, inv = np.unique(values, return_inverse=True)
+        return uniq.astype(np.int64), inv.ravel().astype(np.int64)
+    seen = np.zeros(bound + 1, dtype=np.bool_)
+    seen[values + 1] = True  # NO_ID at 0
+    uniq = np.flatnonzero(seen) - 1
+    slot = np.zeros(bound + 1, dtype=np.int64)
+    slot[uniq + 1] = np.arange(uniq.shape[0])
+    return uniq.astype(np.int64), slot[values + 1]
+
+
 def take(values: npt.NDArray[np.integer], index: I64) -> I64:
     """`values[index]` as int64, `NO_ID` where `index` is `NO_ID` (safe on empty `values`)."""
     if values.shape[0] == 0 or index.shape[0] == 0 or int(index.min()) < NO_ID:

@@ -65,8 +65,28 @@ class Change:
         return self.after_ns - self.before_ns
 
 
+class _PerStepChange:
+    """The change of a time per step; mixed into the change rows of kernels, ops, modules."""
+
+    per_step_before_ns: float
+    per_step_after_ns: float
+
+    @property
+    def delta_per_step_ns(self) -> float:
+        """Change of GPU time per step."""
+        return self.per_step_after_ns - self.per_step_before_ns
+
+    @property
+    def rel_change(self) -> float | None:
+        """Relative change of time per step; None where it took no time before.
+
+        That is something that did not run before, or ran in zero time (undefined ratio).
+        """
+        return ratio(self.delta_per_step_ns, self.per_step_before_ns)
+
+
 @dataclass(frozen=True)
-class KernelChange:
+class KernelChange(_PerStepChange):
     """One GPU operation, matched by (name, category), before and after.
 
     Attributes:
@@ -89,19 +109,6 @@ class KernelChange:
     mean_before_ns: float
     mean_after_ns: float
 
-    @property
-    def delta_per_step_ns(self) -> float:
-        """Change of total time per step."""
-        return self.per_step_after_ns - self.per_step_before_ns
-
-    @property
-    def rel_change(self) -> float | None:
-        """Relative change of time per step; None where it took no time before.
-
-        That is an operation that did not run before, or ran in zero time (undefined ratio).
-        """
-        return ratio(self.delta_per_step_ns, self.per_step_before_ns)
-
 
 #: `OpChange.status` of an op key in both traces, only in AFTER, only in BEFORE.
 MATCHED, NEW, GONE = "matched", "new", "gone"
@@ -118,7 +125,7 @@ def op_key(row: OpRow) -> tuple[str, str, tuple[str, ...]]:
 
 
 @dataclass(frozen=True)
-class OpChange:
+class OpChange(_PerStepChange):
     """One (op, input dims, input types) group before and after.
 
     Times are per step (or per window, as the device's `per`); calls and rates are not.
@@ -157,35 +164,15 @@ class OpChange:
     roof_share_after: float | None
     module: str | None
 
-    @property
-    def delta_per_step_ns(self) -> float:
-        """Change of GPU time per step."""
-        return self.per_step_after_ns - self.per_step_before_ns
-
-    @property
-    def rel_change(self) -> float | None:
-        """Relative change of GPU time per step; None where it took no time before."""
-        return ratio(self.delta_per_step_ns, self.per_step_before_ns)
-
 
 @dataclass(frozen=True)
-class ModuleChange:
+class ModuleChange(_PerStepChange):
     """One module path (rolled up) in both traces, GPU time per step before and after."""
 
     path: str
     depth: int
     per_step_before_ns: float
     per_step_after_ns: float
-
-    @property
-    def delta_per_step_ns(self) -> float:
-        """Change of GPU time per step."""
-        return self.per_step_after_ns - self.per_step_before_ns
-
-    @property
-    def rel_change(self) -> float | None:
-        """Relative change; None where it took no time before."""
-        return ratio(self.delta_per_step_ns, self.per_step_before_ns)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from badput.analysis._nesting import take, walk_up
+from badput.analysis._nesting import distinct, take, walk_up
 from badput.analysis.opmodel import OpModel, is_modelled_op, model_op, tracelens_category
 from badput.analysis.patterns import is_communication_kernel
 from badput.analysis.results import Breakdown, ratio
@@ -238,8 +238,8 @@ class ModelAnalysis:
 # ---- which op each activity belongs to ------------------------------------------------------
 
 
-def perf_ops(trace: Trace, tree: LaunchTree) -> I64:
-    """Per tree entry, the Trace row of the op its GPU time belongs to, `NO_ID` when none.
+def perf_ops(trace: Trace, tree: LaunchTree, entries: npt.NDArray[np.intp]) -> I64:
+    """Per tree entry of `entries`, the Trace row of the op its GPU time belongs to, or `NO_ID`.
 
     The outermost modelled op around the launch call, composite ops only when nothing
     modelled lies inside them, else the innermost op (see the module docstring).
@@ -251,12 +251,12 @@ def perf_ops(trace: Trace, tree: LaunchTree) -> I64:
     is_op = kind == EventKind.CPU_OP
     direct = is_op & modelled[name_id] & ~composite[name_id]
     wrapper = is_op & modelled[name_id] & composite[name_id]
-    calls, which = np.unique(tree.launch_node, return_inverse=True)
+    calls, which = distinct(tree.launch_node[entries], host_row.shape[0])
     start = take(parent, calls)
     _, last = walk_up(parent, start, [direct, wrapper])
     node = np.where(last[0] >= 0, last[0], last[1])[which]
     row = take(host_row, node)
-    return np.where(row >= 0, row, tree.inner_op)
+    return np.where(row >= 0, row, tree.inner_op[entries])
 
 
 # ---- the analysis -----------------------------------------------------------------------------
@@ -286,36 +286,18 @@ class _Canon:
 
     def many(self, indexes: I64) -> I64:
         bound = len(self.args.values) if self.args is not None else 0
-        uniq, inv = _dense(indexes + 1, bound + 1)  # NO_ID -> 0
-        mapped = np.array([self.of(int(i) - 1) for i in uniq.tolist()], dtype=np.int64)
+        uniq, inv = distinct(indexes, bound)
+        mapped = np.array([self.of(int(i)) for i in uniq.tolist()], dtype=np.int64)
         return mapped[inv] if uniq.size else np.zeros(0, dtype=np.int64)
 
     def value(self, cid: int) -> object:
         return self.values[cid] if cid >= 0 else None
 
 
-def _dense(values: I64, bound: int) -> tuple[I64, I64]:
-    """`np.unique(values, return_inverse=True)` for values in `[0, bound)`.
-
-    Without a sort when the bound is small enough for a lookup table.
-    """
-    if values.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    if bound > 8 * values.size + (1 << 16):
-        uniq, inv = np.unique(values, return_inverse=True)
-        return uniq.astype(np.int64), inv.ravel().astype(np.int64)
-    seen = np.zeros(bound, dtype=np.bool_)
-    seen[values] = True
-    uniq = np.flatnonzero(seen).astype(np.int64)
-    rank = np.zeros(bound, dtype=np.int64)
-    rank[uniq] = np.arange(uniq.size)
-    return uniq, rank[values]
-
-
 def _pair_key(a: I64, b: I64) -> tuple[I64, I64]:
     """Dense ids of (a, b) pairs of non-negative ints, with the distinct pairs' keys."""
     width = int(b.max()) + 1 if b.size else 1
-    return _dense(a * width + b, (int(a.max()) + 1) * width if a.size else 1)
+    return distinct(a * width + b, (int(a.max()) + 1) * width if a.size else 1)
 
 
 def _weighted_top(group: I64, item: I64, weight: I64, n_groups: int) -> list[list[tuple[int, int]]]:
@@ -370,24 +352,13 @@ def _modules(
     """Rolled-up module rows of the selected entries; [] when the trace has no modules."""
     if not tree.module_paths:
         return []
-    module = tree.module[sel].astype(np.int64)
-    has = attributed & (module >= 0)
-    n = len(tree.module_paths)
-    ns = np.bincount(module[has], weights=dur[has], minlength=n)
-    counts = np.bincount(module[has], minlength=n)
-    times: dict[str, list[int]] = {}
-    for path, t, c in zip(tree.module_paths, ns.tolist(), counts.tolist(), strict=True):
-        if not c:
-            continue
-        parts = path.split("/")
-        for depth in range(1, len(parts) + 1):
-            acc = times.setdefault("/".join(parts[:depth]), [0, 0])
-            acc[0] += int(t)
-            acc[1] += int(c)
-    rest = attributed & (module < 0)
+    keep = np.zeros(len(tree), dtype=np.bool_)
+    keep[sel[attributed]] = True
+    totals = dict(tree.module_totals(keep))
+    rest = attributed & (tree.module[sel] < 0)
     if rest.any():
-        times[NO_MODULE] = [int(dur[rest].sum()), int(rest.sum())]
-    rows = [ModuleRow(p, p.count("/") + 1, t, c) for p, (t, c) in times.items()]
+        totals[NO_MODULE] = (int(dur[rest].sum()), int(rest.sum()))
+    rows = [ModuleRow(p, p.count("/") + 1, t, c) for p, (t, c) in totals.items()]
     rows.sort(key=lambda r: (-r.kernel_ns, r.path))
     return rows
 
@@ -500,14 +471,14 @@ def analyze_ops(
     reasons = {
         REASONS[r]: int(ns_by_reason[r]) for r in range(1, len(REASONS)) if (reason == r).any()
     }
-    op_row = np.where(attributed, perf_ops(trace, tree)[sel], NO_ID)
+    op_row = np.where(attributed, perf_ops(trace, tree, sel), NO_ID)
     op_row[by_range] = tree.annotation[sel][by_range]
 
     args = trace.op_args
     canon = _Canon(args)
     a_idx = op_row[attributed]
     # One instance per op call: group entries by their op row.
-    inst, inst_of = _dense(a_idx, len(trace))
+    inst, inst_of = distinct(a_idx, len(trace))
     entry = (
         args.entries_of(inst.astype(np.int64))
         if args is not None
@@ -607,14 +578,14 @@ def _launcher_categories(trace: Trace, launcher: I64, dur: I64) -> dict[str, tup
     if launcher.size == 0:
         return {}
     names = np.where(launcher >= 0, trace.name_id[np.maximum(launcher, 0)], -1)
-    uniq, inv = np.unique(names, return_inverse=True)
+    uniq, inv = distinct(names, len(trace.names))
     cats = [
         tracelens_category(model_op(trace.names[n], None, None).category) if n >= 0 else "other"
         for n in uniq.tolist()
     ]
     out: dict[str, list[int]] = {}
-    ns = np.bincount(inv.ravel(), weights=dur, minlength=uniq.size)
-    cnt = np.bincount(inv.ravel(), minlength=uniq.size)
+    ns = np.bincount(inv, weights=dur, minlength=uniq.size)
+    cnt = np.bincount(inv, minlength=uniq.size)
     for c, t, k in zip(cats, ns.tolist(), cnt.tolist(), strict=True):
         acc = out.setdefault(c, [0, 0])
         acc[0] += int(t)

@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from badput.analysis._nesting import (
     dense_pairs,
+    distinct,
     find_by_key_time,
     nest,
     take,
@@ -217,19 +218,35 @@ class LaunchTree:
             rolled_up: count each activity in every module enclosing it (a parent's time
                 includes its children's); else only in its innermost module.
         """
+        totals = self.module_totals(rolled_up=rolled_up)
+        return {path: ns for path, (ns, _) in totals.items()}
+
+    def module_totals(
+        self, keep: Bools | None = None, *, rolled_up: bool = True
+    ) -> dict[str, tuple[int, int]]:
+        """(GPU time, activities) per module path of the entries `keep` selects, largest first.
+
+        Args:
+            keep: a mask over the entries; all of them by default.
+            rolled_up: as in `module_time_ns`.
+        """
         has = self.module >= 0
-        ns = np.bincount(
-            self.module[has], weights=self.dur_ns[has], minlength=len(self.module_paths)
-        )
-        times: dict[str, int] = {}
-        for path, t in zip(self.module_paths, ns.tolist(), strict=True):
-            if not t:
+        if keep is not None:
+            has &= keep
+        n = len(self.module_paths)
+        ns = np.bincount(self.module[has], weights=self.dur_ns[has], minlength=n)
+        counts = np.bincount(self.module[has], minlength=n)
+        totals: dict[str, list[int]] = {}
+        for path, t, c in zip(self.module_paths, ns.tolist(), counts.tolist(), strict=True):
+            if not c:
                 continue
             parts = path.split("/")
             for depth in range(1 if rolled_up else len(parts), len(parts) + 1):
-                prefix = "/".join(parts[:depth])
-                times[prefix] = times.get(prefix, 0) + int(t)
-        return dict(sorted(times.items(), key=lambda kv: (-kv[1], kv[0])))
+                acc = totals.setdefault("/".join(parts[:depth]), [0, 0])
+                acc[0] += int(t)
+                acc[1] += int(c)
+        ordered = sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        return {path: (t, c) for path, (t, c) in ordered}
 
 
 def launch_tree(trace: Trace) -> LaunchTree:
@@ -265,7 +282,7 @@ def launch_tree(trace: Trace) -> LaunchTree:
     is_annotation = (kind == EventKind.ANNOTATION) & ~is_step_name[name_id]
 
     # Walk each distinct launch call's ancestors once: a graph launch serves many kernels.
-    calls, which = _distinct(launch_node, nodes.row.shape[0])
+    calls, which = distinct(launch_node, nodes.row.shape[0])
     start = take(nodes.parent, calls)
     first, last = walk_up(nodes.parent, start, [is_op, is_module, is_annotation, forward_of >= 0])
     inner_op, module_node, annotation, bwd_node = (f[which] for f in first)
@@ -366,16 +383,6 @@ class _Nodes:
 
         order, parent, g, start, end = nest(thread(rows), start, end, rank)
         return _Nodes(rows[order].astype(np.int64), kind[order], g, start, end, parent)
-
-
-def _distinct(node: I64, n_nodes: int) -> tuple[I64, I64]:
-    """`np.unique(node, return_inverse=True)` for node indices below `n_nodes` (or NO_ID)."""
-    seen = np.zeros(n_nodes + 1, dtype=np.bool_)
-    seen[node + 1] = True  # NO_ID at 0
-    values = np.flatnonzero(seen) - 1
-    slot = np.zeros(n_nodes + 1, dtype=np.int64)
-    slot[values + 1] = np.arange(values.shape[0])
-    return values, slot[node + 1]
 
 
 def _link_by_correlation(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes) -> tuple[I64, I8]:
