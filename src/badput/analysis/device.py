@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 
 import numpy as np
 import numpy.typing as npt
@@ -29,9 +27,9 @@ from badput.analysis.results import (
     WindowSource,
     ratio,
 )
-from badput.analysis.steps import Launches, Steps, cpu_steps, gpu_steps
+from badput.analysis.steps import Launches
 from badput.analysis.tree import LaunchTree, launch_tree
-from badput.errors import UsageError
+from badput.analysis.window import WindowSpec, choose_window
 from badput.estimate.hardware import lookup_gpu
 from badput.trace.model import EventKind, Trace
 
@@ -42,48 +40,6 @@ B = npt.NDArray[np.bool_]
 
 #: Kernels shorter than this count as short (launch overhead dominates them).
 SHORT_KERNEL_NS = 10_000
-
-_WINDOW = re.compile(r"^\s*(steps|ns|us)\s*:\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*$")
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    """A user-chosen window: a range of step numbers, or a time range in trace nanoseconds."""
-
-    first_step: int | None = None
-    last_step: int | None = None
-    start_ns: int | None = None
-    end_ns: int | None = None
-
-    @staticmethod
-    def parse(text: str) -> WindowSpec:
-        """Parse `steps:A-B` (ProfilerStep numbers, inclusive), `ns:T0-T1` or `us:T0-T1`.
-
-        Raises:
-            UsageError: the text is in none of these forms.
-        """
-        match = _WINDOW.match(text)
-        if not match:
-            raise UsageError(
-                f"--window {text!r}: expected steps:A-B, ns:T0-T1 or us:T0-T1 (trace clock)"
-            )
-        unit, lo, hi = match.groups()
-        if unit == "steps":
-            if "." in lo or "." in hi:
-                raise UsageError(f"--window {text!r}: step numbers are integers")
-            spec = WindowSpec(first_step=int(lo), last_step=int(hi))
-        elif unit == "ns":
-            if "." in lo or "." in hi:
-                raise UsageError(f"--window {text!r}: nanoseconds are integers")
-            spec = WindowSpec(start_ns=int(lo), end_ns=int(hi))
-        else:
-            spec = WindowSpec(start_ns=int(Decimal(lo) * 1000), end_ns=int(Decimal(hi) * 1000))
-        lo_v = spec.first_step if spec.first_step is not None else spec.start_ns
-        hi_v = spec.last_step if spec.last_step is not None else spec.end_ns
-        assert lo_v is not None and hi_v is not None
-        if hi_v < lo_v:
-            raise UsageError(f"--window {text!r}: the range ends before it starts")
-        return spec
 
 
 @dataclass(frozen=True)
@@ -129,24 +85,6 @@ def _host(trace: Trace) -> _Host:
     )
 
 
-def _select_steps(steps: Steps, spec: WindowSpec | None) -> Steps:
-    if spec is None or spec.first_step is None or spec.last_step is None:
-        return steps
-    lo, hi = spec.first_step, spec.last_step
-    keep = [
-        i
-        for i, name in enumerate(steps.names)
-        if (k := profiler_step_number(name)) is not None and lo <= k <= hi
-    ]
-    return Steps(
-        [steps.names[i] for i in keep],
-        steps.starts_ns[keep],
-        steps.ends_ns[keep],
-        steps.source,
-        steps.dropped,
-    )
-
-
 def _analyze_device(
     trace: Trace, host: _Host, device: int, spec: WindowSpec | None, tree: LaunchTree | None
 ) -> DeviceAnalysis:
@@ -161,54 +99,17 @@ def _analyze_device(
     ts, end = trace.ts_ns, trace.end_ns
     warnings: list[str] = []
 
-    gpu_step = (kind == EventKind.GPU_ANNOTATION) & on_device
-    gpu_step &= _name_flags(trace, lambda n: profiler_step_number(n) is not None)[trace.name_id]
     gpu_rows = np.flatnonzero(gpu)
-    if gpu_step.any():
-        rows = np.flatnonzero(gpu_step)
-        steps = gpu_steps(
-            [trace.names[i] for i in trace.name_id[rows].tolist()], ts[rows], end[rows]
-        )
-    elif host.step_names:
-        steps = cpu_steps(
-            host.step_names,
-            host.step_starts,
-            host.step_ends,
-            host.launches,
-            trace.correlation[gpu_rows],
-            ts[gpu_rows],
-            end[gpu_rows],
-        )
-    else:
-        steps = Steps([], np.zeros(0, np.int64), np.zeros(0, np.int64), WindowSource.GPU_ACTIVITY)
-    steps = _select_steps(steps, spec)
-    if steps.dropped:
-        warnings.append(
-            f"left out {len(steps.dropped)} last step(s) that launched no or too little GPU work "
-            f"(incompletely captured): {', '.join(steps.dropped)}"
-        )
-
-    source = steps.source
-    if spec is not None and spec.start_ns is not None and spec.end_ns is not None:
-        w0, w1 = spec.start_ns, spec.end_ns
-        source = WindowSource.USER
-        inside = (steps.starts_ns >= w0) & (steps.ends_ns <= w1)
-        steps = Steps(
-            [n for n, k in zip(steps.names, inside.tolist(), strict=True) if k],
-            steps.starts_ns[inside],
-            steps.ends_ns[inside],
-            source,
-            steps.dropped,
-        )
-    elif len(steps):
-        w0, w1 = int(steps.starts_ns.min()), int(steps.ends_ns.max())
-    elif spec is not None and spec.first_step is not None:
-        w0 = w1 = 0
-        warnings.append("no step in the requested --window range")
-        source = WindowSource.NONE
-    else:
-        w0, w1 = int(ts[gpu_rows].min()), int(end[gpu_rows].max())
-        source = WindowSource.GPU_ACTIVITY
+    choice = choose_window(
+        trace,
+        device,
+        gpu_rows,
+        spec,
+        host_steps=(host.step_names, host.step_starts, host.step_ends),
+        launches=host.launches,
+    )
+    steps, w0, w1, source = choice.steps, choice.start_ns, choice.end_ns, choice.source
+    warnings += choice.warnings
 
     compute_set = IntervalSet.from_spans(ts[compute], end[compute])
     comm_all = IntervalSet.from_spans(ts[comm], end[comm])

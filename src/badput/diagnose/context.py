@@ -60,6 +60,16 @@ class DeviceContext:
         return max(1, len(self.analysis.steps))
 
     @property
+    def has_steps(self) -> bool:
+        """Whether the window holds steps (else "per step" means "in the window")."""
+        return bool(self.analysis.steps)
+
+    @property
+    def per_step_text(self) -> str:
+        """How a finding's title names its time unit: "per step", or "in the window"."""
+        return "per step" if self.has_steps else "in the window"
+
+    @property
     def step_ns(self) -> float:
         """Mean step time, or the window without steps."""
         stats = self.analysis.step_time_stats_ns()

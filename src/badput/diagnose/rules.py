@@ -7,34 +7,18 @@ cause of lost time?
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import numpy as np
 
-from badput.analysis.patterns import kernel_category
+from badput.diagnose._rule import PT as _PT
+from badput.diagnose._rule import TUNING as _TUNING
+from badput.diagnose._rule import pct as _pct
+from badput.diagnose._rule import register as _register
 from badput.diagnose.context import DeviceContext, ms
 from badput.diagnose.findings import RULES, Evidence, Finding, Rule
 from badput.trace.model import EventKind
 
 __all__ = ["DEVICE_RULES"]
-
-_PT = "https://pytorch.org/docs/stable"
-_TUNING = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
-
-
-def _register(rule: Rule) -> Callable[[Callable[[DeviceContext], Finding | None]], Rule]:
-    def wrap(check: Callable[[DeviceContext], Finding | None]) -> Rule:
-        full = Rule(rule.id, rule.title, rule.explanation, rule.savings, rule.fix, rule.refs, check)
-        RULES[rule.id] = full
-        return full
-
-    return wrap
-
-
-def _pct(share: float | None) -> str:
-    # None: no step time to take a share of (such a GPU is not diagnosed; this is a backstop).
-    return "n/a" if share is None else f"{100 * share:.1f} %"
-
 
 # ---- data-loading ---------------------------------------------------------------------------
 
@@ -287,165 +271,9 @@ def pageable_memcpy(ctx: DeviceContext) -> Finding | None:
     )
 
 
-# ---- exposed-communication ------------------------------------------------------------------
-
-
-@_register(
-    Rule(
-        id="exposed-communication",
-        title="Collective communication not hidden under compute",
-        explanation=(
-            "Collective kernels (NCCL all-reduce, all-gather, reduce-scatter, all-to-all...) "
-            "run while no compute kernel runs: the step waits on the network. Either the "
-            "collectives are not overlapped with backward/forward compute, or they are too "
-            "slow (small messages, a slow link, a straggling rank)."
-        ),
-        savings=(
-            "What-if: communication fully overlapped with compute. Savings per step = "
-            "collective time not under compute / steps (the exposed part)."
-        ),
-        fix=[
-            "Overlap gradient all-reduce with backward: DDP buckets (bucket_cap_mb, "
-            "gradient_as_bucket_view=True); no blocking collective inside the step.",
-            "With FSDP, prefetch: forward_prefetch=True, backward_prefetch=BACKWARD_PRE (or "
-            "FSDP2 reshard_after_forward / explicit prefetching).",
-            "Fewer, larger collectives: bucket small tensors together.",
-            "Check the link: NCCL_DEBUG=INFO for the transport, nccl-tests busbw against the "
-            "hardware's NVLink/InfiniBand bandwidth.",
-        ],
-        refs=[f"{_PT}/notes/ddp.html", f"{_PT}/fsdp.html"],
-    )
-)
-def exposed_communication(ctx: DeviceContext) -> Finding | None:
-    """Collective time outside compute."""
-    tl = ctx.timeline
-    exposed = tl.exposed_communication.total_ns()
-    if exposed == 0:
-        return None
-    savings = ctx.per_step(exposed)
-    comm = ctx.analysis.comm
-    collectives = [k for k in ctx.analysis.kernels if k.category == "communication"]
-    count = sum(k.count for k in collectives)
-    evidence = {
-        "exposed_communication_per_step": ms(savings),
-        "communication_per_step": ms(ctx.per_step(comm.total_ns)),
-        "hidden_under_compute": Evidence(
-            round(100 * comm.overlapped_ns / comm.total_ns, 1) if comm.total_ns else 0.0, "%"
-        ),
-        "collective_kernels_per_step": Evidence(round(count / ctx.n_steps, 1)),
-    }
-    if collectives:
-        evidence["largest_collective"] = Evidence(collectives[0].name[:120])
-    return ctx.finding(
-        "exposed-communication",
-        f"{savings / 1e6:,.2f} ms per step ({_pct(ctx.share(savings))}) of communication "
-        "is not hidden under compute",
-        savings,
-        evidence,
-    )
-
-
-# ---- low-precision-math ---------------------------------------------------------------------
-
-# Tensor-core kernels by name: Volta/Turing HMMA (884, 1688), Ampere 16816, Hopper GMMA/WGMMA,
-# cuBLASLt nvjet, CUTLASS tensorop, and any kernel that names a 16-bit or TF32 input type.
-_TENSOR_CORE = re.compile(
-    r"884|1688|16816|hmma|xmma|wmma|gmma|tensorop|tf32|bf16|fp16|f16|half|nvjet|_h\d+gemm",
-    re.IGNORECASE,
-)
-# FP32 math on CUDA cores: cuBLAS sgemm/sgemv, cuDNN's "scudnn" kernels, templates on float.
-_FP32 = re.compile(r"sgemm|sgemv|scudnn|<float\b|\bfloat,|_f32_|fp32", re.IGNORECASE)
-
-# Speed-up assumed for moving FP32 GEMM/convolution time to tensor cores: the peak ratio is
-# 8x (V100 fp16 vs fp32) to 15x (H100 bf16 vs fp32), but real kernels are partly memory-bound;
-# NVIDIA reports 1.5x to 3x end to end for mixed precision. 2x is the conservative middle.
-_TENSOR_CORE_SPEEDUP = 2.0
-
-
-def is_fp32_matmul(name: str) -> bool:
-    """Whether a kernel name is a GEMM or convolution running FP32 math on CUDA cores."""
-    return (
-        kernel_category(name) == "gemm"
-        and not _TENSOR_CORE.search(name)
-        and _FP32.search(name) is not None
-    )
-
-
-@_register(
-    Rule(
-        id="low-precision-math",
-        title="Matrix math in FP32 on a GPU with tensor cores",
-        explanation=(
-            "GEMM and convolution kernels run in full FP32 on CUDA cores, although the GPU's "
-            "tensor cores run the same math several times faster in TF32 (Ampere and later, "
-            "one line of code) or in bf16/fp16 with autocast. Found from kernel names (sgemm, "
-            "scudnn, templates on float) and the GPU's peaks in the hardware table."
-        ),
-        savings=(
-            "What-if: these kernels run 2x faster (the peak ratio is 8-15x, real kernels get "
-            "1.5-3x with mixed precision). Savings per step = their time x (1 - 1/2) / steps."
-        ),
-        fix=[],
-        refs=[
-            f"{_PT}/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices",
-            f"{_PT}/amp.html",
-        ],
-    )
-)
-def low_precision_math(ctx: DeviceContext) -> Finding | None:
-    """FP32 GEMM/conv kernels on a GPU whose tensor cores would run them faster."""
-    from badput.estimate.hardware import lookup_gpu
-
-    gpu = ctx.analysis.gpu
-    spec = lookup_gpu(gpu, warn=False) if gpu else None
-    if spec is None:
-        return None
-    fp32 = spec.peak("fp32")
-    fast = {p: spec.peak(p) for p in ("tf32", "bf16", "fp16")}
-    best = max((v for v in fast.values() if v is not None), default=None)
-    if fp32 is None or best is None or best <= fp32:
-        return None
-    t = ctx.trace
-    kernels = ctx.rows(EventKind.KERNEL, on_device=True)
-    rows = t.rows_named(kernels, is_fp32_matmul)
-    if rows.shape[0] == 0:
-        return None
-    time = ctx.spans(rows).total_ns()
-    speedup = min(_TENSOR_CORE_SPEEDUP, best / fp32)
-    savings = ctx.per_step(time * (1 - 1 / speedup))
-    if fast["tf32"] is not None:
-        fix = [
-            "Allow TF32 for matmuls (one line, no model change): "
-            "torch.set_float32_matmul_precision('high'); convolutions: "
-            "torch.backends.cudnn.allow_tf32 = True.",
-            "Or train in bf16 mixed precision: with torch.autocast('cuda', dtype=torch.bfloat16).",
-        ]
-    else:
-        fix = [
-            "Train in fp16 mixed precision: torch.autocast('cuda', dtype=torch.float16) with "
-            "torch.amp.GradScaler (this GPU has no bf16 or TF32 tensor cores).",
-            "Use channels_last memory format for convolutions so cuDNN picks tensor-core kernels.",
-        ]
-    ids, inverse = np.unique(t.name_id[rows], return_inverse=True)
-    by_name = np.bincount(inverse, weights=t.dur_ns[rows].astype(np.float64))
-    top = [t.names[int(ids[i])] for i in np.argsort(-by_name)[:3].tolist()]
-    compute = ctx.timeline.compute.total_ns()
-    return ctx.finding(
-        "low-precision-math",
-        f"{time / ctx.n_steps / 1e6:,.1f} ms per step of GEMM/convolution in FP32 on a "
-        f"{spec.key} with tensor cores",
-        savings,
-        {
-            "fp32_matmul_time_per_step": ms(ctx.per_step(time)),
-            "share_of_compute": Evidence(round(100 * time / compute, 1) if compute else 0.0, "%"),
-            "fp32_peak": Evidence(fp32, "TFLOP/s"),
-            "tensor_core_peak": Evidence(best, "TFLOP/s"),
-            "assumed_speedup": Evidence(speedup, "x"),
-            "top_kernels": Evidence("; ".join(n[:80] for n in top[:3])),
-        },
-        fix,
-    )
-
+# Registered here, so that the catalogue keeps its order.
+from badput.diagnose.comm import exposed_communication  # noqa: E402
+from badput.diagnose.precision import low_precision_math  # noqa: E402
 
 # ---- step-jitter ----------------------------------------------------------------------------
 
