@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py || rc=1; \
 	$(BIN)/python benchmarks/bench_hostile.py || rc=1; \
 	$(BIN)/python benchmarks/bench_model_cost.py || rc=1; \
+	$(BIN)/python benchmarks/bench_judgement.py || rc=1; \
 	exit $$rc
 
 # GPU checks: tests marked gpu, run on a machine with an NVIDIA GPU. pytest exits 5 when no

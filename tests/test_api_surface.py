@@ -183,6 +183,7 @@ def test_analyze_options(capsys: pytest.CaptureFixture[str]) -> None:
         "--jobs",
         "--strict",
         "--telemetry",
+        "--classify",
     ):
         assert option in out, option
     analyze = typer.main.get_command(app).commands["analyze"]  # type: ignore[attr-defined]
@@ -190,6 +191,7 @@ def test_analyze_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert sorted(params) == [
         "address",
         "append",
+        "classify",
         "executor",
         "jobs",
         "max_step_time_ms",
@@ -223,7 +225,10 @@ def test_format_choices(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
 
 # ---- JSON schema ------------------------------------------------------------------------------
 
-TOP_KEYS = {"schema", "badput_version", "traces", "findings", "devices", "ranks", "collectives"}
+TOP_KEYS = {
+    "schema", "badput_version", "traces", "findings", "devices", "ranks", "jobs", "collectives",
+}  # fmt: skip
+JOB_KEYS = {"ranks", "world_size", "traces", "notes", "cross_rank"}
 RANKS_KEYS = {"count", "per_rank", "extremes", "stragglers", "matching", "failed", "warnings"}
 PER_RANK_KEYS = {
     "rank",
@@ -322,7 +327,7 @@ CAUSE_KEYS = {"runtime", "dataloader", "cpu", "other"}
 COMM_KEYS = {"total_us", "overlapped_us"}
 STEP_TIME_KEYS = {"mean", "median", "max"}
 STEP_KEYS = {"name", "start_us", "dur_us", "breakdown_us", "idle_causes_us"}
-KERNEL_KEYS = {"name", "category", "count", "total_us", "mean_us"}
+KERNEL_KEYS = {"name", "category", "evidence", "count", "total_us", "mean_us"}
 
 
 @pytest.fixture(scope="module")
@@ -387,6 +392,10 @@ def test_json_schema(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> 
     (rank,) = doc["ranks"]["per_rank"]
     assert set(rank) == PER_RANK_KEYS
     assert doc["ranks"]["failed"] == [] and doc["ranks"]["stragglers"] == []
+    (job,) = doc["jobs"]
+    assert set(job) == JOB_KEYS
+    assert job["traces"] == [str(resnet_trace)] and job["notes"] == []
+    assert job["cross_rank"] == doc["ranks"]
     for c in doc["collectives"]:
         assert set(c) == COLLECTIVE_KEYS
 
@@ -411,6 +420,10 @@ def test_json_ranks_schema(capsys: pytest.CaptureFixture[str]) -> None:
         assert set(e) == EXTREME_KEYS
     for s in ranks["stragglers"]:
         assert set(s) == STRAGGLER_KEYS
+    (job,) = doc["jobs"]
+    assert set(job) == JOB_KEYS
+    assert job["ranks"] == list(range(8)) and job["world_size"] == 8 and job["notes"] == []
+    assert job["cross_rank"] == ranks
     assert doc["collectives"]
     for c in doc["collectives"]:
         assert set(c) == COLLECTIVE_KEYS

@@ -13,7 +13,9 @@ The definitions these tests pin (docs/analysis.md, "Degenerate traces"):
   with length), with a warning; nothing is diagnosed.
 - `analyze`, `report`, `diff` and `annotate` exit 0 on all of these (their output says what is
   undefined); `--min-goodput` and `--max-step-time-ms` exit 1 where the value is undefined
-  (a gate passes only on a measurement). Exit 2 stays for unreadable input and bad options.
+  (a gate passes only on a measurement). Exit 2 stays for unreadable input, bad options and a
+  `--window` the trace lacks (a time window outside its span, steps it does not have): the
+  error names the trace and its span or steps (docs/analysis.md, "Steps and window").
 """
 
 from __future__ import annotations
@@ -275,6 +277,24 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+# Traces without ProfilerSteps, and the one whose activity lies in [100, 350] us (so that the
+# zero-length window at 500 us is outside it).
+_NO_STEPS = frozenset({"one_instant", "single_kernel"})
+
+
+def _window_the_trace_lacks(name: str, command: str, device: int) -> str | None:
+    """The error text of a --window this trace lacks (exit 2), None where it has it."""
+    if device < 0:
+        return None  # no GPU activity: nothing to window, goodput is undefined anyway
+    if command == "analyze-window-outside":
+        return "lies outside the trace, which spans us:"
+    if command == "analyze-steps-window" and name in _NO_STEPS:
+        return "the trace has no ProfilerStep"
+    if command == "analyze-empty-window" and name == "single_kernel":
+        return "lies outside the trace"
+    return None
+
+
 def _argv(cmd: Command, trace: Path, normal_trace: Path, out: Path) -> list[str]:
     subst = {"{T}": str(trace), "{N}": str(normal_trace), "{O}": str(out)}
     argv = []
@@ -299,6 +319,12 @@ def test_command_on_degenerate_trace(
     out_base = tmp_path / "out"
     code, out, err = run_cli(capsys, *_argv(cmd, traces[name], traces["normal"], out_base))
     no_traceback(out, err)
+    lacking = _window_the_trace_lacks(name, command, exp.device)
+    if lacking is not None:
+        assert code == 2, err
+        assert str(traces[name]) in err and lacking in err, err
+        assert out == ""
+        return
     assert code == 0, err
     undefined = exp.goodput is None
     if cmd.kind == "json":
@@ -308,10 +334,6 @@ def test_command_on_degenerate_trace(
             # a zero-length --window: no goodput, whatever the trace
             assert dev["goodput"] is None and dev["window_us"] == 0
             assert any(ZERO_WINDOW in w for w in dev["warnings"])
-            assert dev["findings"] == [] and doc["findings"] == []
-        elif command == "analyze-window-outside" and exp.device >= 0:
-            # a window where the trace recorded nothing: 0 % of it computes, nothing is said
-            assert dev["goodput"] == 0.0 and dev["window_us"] == 1
             assert dev["findings"] == [] and doc["findings"] == []
         elif undefined:
             assert dev["goodput"] is None
@@ -484,6 +506,7 @@ def test_undefined_reason_names_the_case(
     traces: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from badput.analysis import WindowSpec, analyze_trace
+    from badput.errors import UsageError
     from badput.trace import load_trace
 
     def reason(name: str, window: str | None = None) -> str | None:
@@ -493,7 +516,8 @@ def test_undefined_reason_names_the_case(
 
     assert reason("cpu_only") == "no GPU activity in this trace"
     assert reason("one_instant") == "the analysis window has zero length"
-    assert reason("zero_steps", "steps:7-9") == "no step in the requested --window range"
+    with pytest.raises(UsageError, match="the trace has no such step"):
+        reason("zero_steps", "steps:7-9")
     assert reason("single_kernel") is None
 
 

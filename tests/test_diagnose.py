@@ -182,7 +182,10 @@ def check_shape(report: dict[str, Any]) -> None:
     """Every finding is complete, the list is ranked, and devices list their own findings."""
     top = report["findings"]
     savings = [f["savings_us"] for f in top]
-    assert savings == sorted(savings, reverse=True)
+    # A named straggler ranks first (the others' waiting is its doing); then by savings.
+    n = sum(f["id"] == "straggler" for f in top)
+    assert all(f["id"] == "straggler" for f in top[:n])
+    assert savings[n:] == sorted(savings[n:], reverse=True)
     for f in top:
         assert set(f) >= {"id", "title", "severity", "trace", "rank", "device", "evidence"}
         assert set(f) >= {"savings_us", "savings_pct", "fix", "refs"}
@@ -837,10 +840,7 @@ TRACELENS = {
     # name: (expected ids in order, host-overhead savings_pct bounds)
     "Falconsai_nsfw_image_detection__1016002.json.gz": (["host-overhead"], (70.0, 95.0)),
     "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": (["host-overhead"], (3.0, 10.0)),
-    "gaunernst_bert-small-uncased__1016001.json.gz": (
-        ["host-overhead", "synchronization"],
-        (75.0, 95.0),
-    ),
+    "gaunernst_bert-small-uncased__1016001.json.gz": (["host-overhead"], (75.0, 95.0)),
 }
 
 
@@ -854,8 +854,9 @@ def test_tracelens_inference(name: str, shared_traces: Path, capsys: Any) -> Non
       5 us) leave the GPU idle 84 % and 88 % of the step: high. Qwen1.5-0.5B runs ~1000
       larger kernels (median 29 us) back to back with ~1.4 us launch gaps, so the host keeps
       up mostly: 7.8 % idle, medium.
-    - synchronization only in BERT: one `if tensor:` check (aten::is_nonzero) calls
-      cudaStreamSynchronize mid-step and drains the queue (~0.15 ms, ~4 %: medium). The
+    - no synchronization: BERT's one `if tensor:` check (aten::is_nonzero) calls
+      cudaStreamSynchronize mid-step, but it waits only 7.6 us; the 154 us gap after it is host
+      time (host-overhead): had the call not waited, the host would have got back 7.6 us. The
       per-step torch.cuda.synchronize() calls lie outside the step: the GPU-side ProfilerStep
       starts after the first and ends before the second, so the window holds no idle they
       cause. Qwen's one mid-step cudaStreamSynchronize returns with no gap beginning inside it.

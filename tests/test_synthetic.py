@@ -437,13 +437,51 @@ def last_step_at_80_percent_kept(schema: str) -> tuple[TraceBuilder, dict[int, E
     return b, {0: exp}
 
 
-@scenario("modern")
+@scenario()
 def gpu_side_steps(schema: str) -> tuple[TraceBuilder, dict[int, Exp]]:
     b = TraceBuilder(schema)
-    # CPU steps (ignored: the device has GPU-side steps)
+    # CPU steps (not used: the device has GPU-side steps, and they hold all the work each CPU
+    # step launched)
     b.profiler_step(6, 0, 200)
     b.profiler_step(7, 200, 400)
     # GPU-side steps, as recorded
+    b.profiler_step(6, 40, 200, gpu=True)
+    b.profiler_step(7, 200, 380, gpu=True)
+    b.launch(GEMM, cpu=(30, 35), gpu=(40, 100))
+    b.launch(GEMM, cpu=(100, 110), gpu=(120, 300))
+    b.launch("Memcpy DtoH (Device -> Pinned)", kind="memcpy", cpu=(110, 125), gpu=(300, 320))
+    b.launch(RELU, cpu=(320, 328), gpu=(360, 380))
+    b.runtime("cudaDeviceSynchronize", 330, 380)
+    steps = [
+        # #6 [40,200): compute [40,100) + [120,200) = 60 + 80 = 140; idle [100,120) = 20,
+        # host in the GEMM launch [100,110) and the memcpy call [110,125): runtime 20
+        Step("ProfilerStep#6", 40, 160.0, bd(compute=140.0, idle=20.0), ic(runtime=20.0)),
+        # #7 [200,380): compute [200,300) + [360,380) = 120; memcpy [300,320) = 20; idle
+        # [320,360) = 40: runtime [320,328) launch + [330,360) sync = 38, other [328,330) = 2
+        Step(
+            "ProfilerStep#7",
+            200,
+            180.0,
+            bd(compute=120.0, memory=20.0, idle=40.0),
+            ic(runtime=38.0, other=2.0),
+        ),
+    ]
+    exp = Exp(
+        window=340.0,  # GPU steps [40, 380)
+        breakdown=bd(compute=260.0, memory=20.0, idle=60.0),
+        idle=ic(runtime=58.0, other=2.0),
+        steps=steps,
+    )
+    return b, {0: exp}
+
+
+@scenario()
+def gpu_steps_missing_work(schema: str) -> tuple[TraceBuilder, dict[int, Exp]]:
+    """GPU-side steps that miss work their CPU steps launched give way to the CPU steps."""
+    b = TraceBuilder(schema)
+    b.profiler_step(6, 0, 200)
+    b.profiler_step(7, 200, 400)
+    # GPU-side steps that miss GEMM [40,50) and RELU [360,380)
     b.profiler_step(6, 50, 200, gpu=True)
     b.profiler_step(7, 200, 350, gpu=True)
     b.launch(GEMM, cpu=(30, 35), gpu=(40, 100))
@@ -451,24 +489,18 @@ def gpu_side_steps(schema: str) -> tuple[TraceBuilder, dict[int, Exp]]:
     b.launch("Memcpy DtoH (Device -> Pinned)", kind="memcpy", cpu=(110, 125), gpu=(300, 320))
     b.launch(RELU, cpu=(320, 328), gpu=(360, 380))  # after the last GPU step
     b.runtime("cudaDeviceSynchronize", 330, 380)
+    # CPU steps stretched over their work: #6 [0,320) (two GEMMs and the memcpy); #7 launched
+    # one kernel against #6's three: dropped as incompletely captured.
+    # #6: compute [40,100) + [120,300) = 240; memcpy [300,320) = 20; idle [0,40) + [100,120)
+    # = 60: runtime [30,35) + [100,110) + [110,120) = 25, other 35.
     steps = [
-        # #6 [50,200): compute [50,100) + [120,200) = 50 + 80 = 130; idle [100,120) = 20,
-        # host in the GEMM launch [100,110) and the memcpy call [110,125): runtime 20
-        Step("ProfilerStep#6", 50, 150.0, bd(compute=130.0, idle=20.0), ic(runtime=20.0)),
-        # #7 [200,350): compute [200,300) = 100; memcpy [300,320) = 20; idle [320,350) = 30:
-        # runtime [320,328) launch + [330,350) sync = 28, other [328,330) = 2
-        Step(
-            "ProfilerStep#7",
-            200,
-            150.0,
-            bd(compute=100.0, memory=20.0, idle=30.0),
-            ic(runtime=28.0, other=2.0),
-        ),
-    ]
+        Step("ProfilerStep#6", 0, 320.0, bd(compute=240.0, memory=20.0, idle=60.0),
+             ic(runtime=25.0, other=35.0)),
+    ]  # fmt: skip
     exp = Exp(
-        window=300.0,  # GPU steps [50, 350)
-        breakdown=bd(compute=230.0, memory=20.0, idle=50.0),
-        idle=ic(runtime=48.0, other=2.0),
+        window=320.0,
+        breakdown=bd(compute=240.0, memory=20.0, idle=60.0),
+        idle=ic(runtime=25.0, other=35.0),
         steps=steps,
     )
     return b, {0: exp}

@@ -14,7 +14,6 @@ carry (`Trace.comm_meta`); bandwidths follow nccl-tests' definitions:
 
 from __future__ import annotations
 
-import re
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,8 +21,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from badput.analysis.patterns import is_communication_kernel
-from badput.trace.model import NO_ID, CommMeta, EventKind, Trace, name_head
+from badput.analysis.patterns import (
+    CATEGORIES,
+    COMM_KINDS,
+    classify_name,
+    comm_kind_from_letters,
+    kernel_callee,
+)
+from badput.trace.model import NO_ID, CommMeta, Trace
 
 if TYPE_CHECKING:
     from badput.analysis.results import DeviceAnalysis
@@ -38,44 +43,14 @@ __all__ = [
     "collectives",
     "dtype_bytes",
     "link_peak_gbps",
+    "meta_index",
 ]
 
 I64 = npt.NDArray[np.int64]
 
 #: Collective types, in report order; `Collectives.type_code` indexes this tuple.
-COLLECTIVE_TYPES = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "send_recv",
-    "broadcast",
-    "reduce",
-    "other",
-)
+COLLECTIVE_TYPES = COMM_KINDS
 _CODE = {t: i for i, t in enumerate(COLLECTIVE_TYPES)}
-
-# Matched in order against the name's letters only, lower-cased ("_reduce_scatter_base" ->
-# "reducescatterbase", "ncclDevKernel_AllGather_RING_LL" -> "nccldevkernelallgatherringll").
-# Names: NCCL kernels (`ncclKernel_<Coll>_*`, `ncclDevKernel_<Coll>_*`; NCCL runs all-to-all
-# as grouped SendRecv kernels), c10d's "Collective name" values (`allreduce`, `_allgather_base`,
-# `reduce_scatter_tensor_coalesced`, `alltoall_base`, `send`, `recv`, `_broadcast_oop`,
-# `_reduce_oop`, ...), vLLM's custom all-reduce (`cross_device_reduce`), DeepEP's dispatch and
-# combine (an all-to-all). A barrier, gather, scatter or unknown kernel is "other".
-_TYPE_BY_LETTERS = (
-    ("reducescatter", "reduce_scatter"),
-    ("allgather", "all_gather"),
-    ("alltoall", "all_to_all"),
-    ("allreduce", "all_reduce"),
-    ("crossdevicereduce", "all_reduce"),
-    ("sendrecv", "send_recv"),
-    ("send", "send_recv"),
-    ("recv", "send_recv"),
-    ("broadcast", "broadcast"),
-    ("reduce", "reduce"),
-)
-_DEEP_EP = re.compile(r"deep_?ep.*(dispatch|combine)|(dispatch|combine).*deep_?ep", re.IGNORECASE)
-_NOT_LETTERS = re.compile(r"[^a-z]")
 
 # Bytes per element of the "dtype" metadata, which holds a c10 ScalarType name (PyTorch
 # c10/core/ScalarType.h, AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS).
@@ -134,19 +109,8 @@ def collective_type(kernel_name: str, collective_name: str | None = None) -> str
         'all_to_all'
     """
     if collective_name:
-        return _type_of_letters(_NOT_LETTERS.sub("", name_head(collective_name).lower()))
-    kernel_name = name_head(kernel_name)  # `.*` in _DEEP_EP is quadratic in the length
-    if _DEEP_EP.search(kernel_name):
-        return "all_to_all"
-    # The parameter list of a demangled name ("(ncclDevComm*, unsigned long, ...)") says nothing.
-    return _type_of_letters(_NOT_LETTERS.sub("", kernel_name.split("(", 1)[0].lower()))
-
-
-def _type_of_letters(letters: str) -> str:
-    for key, kind in _TYPE_BY_LETTERS:
-        if key in letters:
-            return kind
-    return "other"
+        return comm_kind_from_letters(collective_name)
+    return classify_name(kernel_name).kind or comm_kind_from_letters(kernel_callee(kernel_name))
 
 
 def bus_factor(collective_type: str, ranks: int) -> float:
@@ -315,16 +279,23 @@ def collectives(trace: Trace, analysis: DeviceAnalysis) -> Collectives:
         return Collectives.empty()
     w0 = analysis.window_start_ns
     w1 = w0 + analysis.window_ns
-    comm_name = trace.name_mask(is_communication_kernel)
-    candidate = (trace.kind == EventKind.KERNEL) & (trace.device == analysis.device)
-    rows = np.flatnonzero(candidate & comm_name[trace.name_id])
+    classes = timeline.classes
+    if classes is None:
+        from badput.analysis.classify import classify_kernels
+
+        classes = classify_kernels(trace)
+    mine = (classes.category == CATEGORIES.index("communication")) & (
+        trace.device[classes.row] == analysis.device
+    )
+    rows = classes.row[mine]
+    kinds = classes.kind[mine]
     start = trace.ts_ns[rows]
     end = start + trace.dur_ns[rows]
     # Overlapping the window; a zero-length kernel counts where it starts.
     keep = (start < w1) & ((end > w0) | (start >= w0))
-    rows, start, end = rows[keep], start[keep], end[keep]
+    rows, start, end, kinds = rows[keep], start[keep], end[keep], kinds[keep]
     order = np.lexsort((rows, start))
-    rows, start, end = rows[order], start[order], end[order]
+    rows, start, end, kinds = rows[order], start[order], end[order], kinds[order]
     n = rows.shape[0]
 
     # Give each instant of exposed communication to the earliest-started kernel covering it:
@@ -339,24 +310,17 @@ def collectives(trace: Trace, analysis: DeviceAnalysis) -> Collectives:
     exposed = timeline.exposed_communication.measure_between(lo, end)
     inside = np.maximum(np.minimum(end, w1) - np.maximum(start, w0), 0)
 
-    meta_index = _meta_index(trace, rows)
-    type_code = np.empty(n, np.int8)
+    # The kind comes from the classes: NCCL metadata, the launching op, the name, in order.
+    type_code = kinds.astype(np.int8)
+    m_index = classes.meta[classes.index_of(rows)]
     msg_bytes = np.full(n, NO_ID, np.int64)
     group_size = np.full(n, NO_ID, np.int64)
     meta = trace.comm_meta
-    cache: dict[tuple[int, int], int] = {}
-    name_ids = trace.name_id[rows].tolist()
-    for i, (name_id, m) in enumerate(zip(name_ids, meta_index.tolist(), strict=True)):
-        coll = int(meta.collective[m]) if meta is not None and m >= 0 else NO_ID
-        key = (name_id, coll)
-        code = cache.get(key)
-        if code is None:
-            coll_name = meta.string(coll) if meta is not None else None
-            code = cache[key] = _CODE[collective_type(trace.names[name_id], coll_name)]
-        type_code[i] = code
-        if meta is not None and m >= 0:
-            msg_bytes[i] = _message_bytes(meta, m)
-            group_size[i] = int(meta.group_size[m])
+    if meta is not None:
+        for i, m in enumerate(m_index.tolist()):
+            if m >= 0:
+                msg_bytes[i] = _message_bytes(meta, m)
+                group_size[i] = int(meta.group_size[m])
     return Collectives(
         type_code=type_code,
         start_ns=start,
@@ -370,7 +334,7 @@ def collectives(trace: Trace, analysis: DeviceAnalysis) -> Collectives:
     )
 
 
-def _meta_index(trace: Trace, rows: npt.NDArray[np.intp]) -> I64:
+def meta_index(trace: Trace, rows: npt.NDArray[np.intp]) -> I64:
     """Index into `trace.comm_meta` of each kernel's metadata, `NO_ID` where it has none.
 
     A kernel's own args come first; else the host op that launched it (the `record_param_comms`

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.ops import analyze_ops
 from badput.analysis.patterns import (
-    is_communication_kernel,
+    CATEGORIES,
+    COMM_KINDS,
     is_dataloader_span,
-    kernel_category,
     profiler_step_number,
 )
 from badput.analysis.results import (
@@ -86,14 +88,20 @@ def _host(trace: Trace) -> _Host:
 
 
 def _analyze_device(
-    trace: Trace, host: _Host, device: int, spec: WindowSpec | None, tree: LaunchTree | None
+    trace: Trace,
+    host: _Host,
+    device: int,
+    spec: WindowSpec | None,
+    tree: LaunchTree | None,
+    classes: KernelClasses,
+    comm_row: B,
+    hip_calls: bool,
 ) -> DeviceAnalysis:
     kind = trace.kind
     on_device = trace.device == device
     kernel = (kind == EventKind.KERNEL) & on_device
     memory = ((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET)) & on_device
-    comm_name = _name_flags(trace, is_communication_kernel)
-    comm = kernel & comm_name[trace.name_id]
+    comm = kernel & comm_row
     compute = kernel & ~comm
     gpu = kernel | memory
     ts, end = trace.ts_ns, trace.end_ns
@@ -149,7 +157,7 @@ def _analyze_device(
                 )
             )
 
-    kernels, kernel_ns, short_ns = _kernel_table(trace, gpu & (ts >= w0) & (ts < w1))
+    kernels, kernel_ns, short_ns = _kernel_table(trace, gpu & (ts >= w0) & (ts < w1), classes)
     comm_total = comm_all.intersect(window)
     window_ns = w1 - w0
     warnings += _degenerate_warnings(
@@ -164,7 +172,7 @@ def _analyze_device(
     model = None
     if tree is not None:
         gpu_spec = lookup_gpu(gpu_name, warn=False) if gpu_name else None
-        model = analyze_ops(trace, tree, device, w0, w1, breakdown, gpu_spec)
+        model = analyze_ops(trace, tree, device, w0, w1, breakdown, gpu_spec, comm_row)
     return DeviceAnalysis(
         trace=trace.path,
         rank=trace.rank,
@@ -198,9 +206,22 @@ def _analyze_device(
             host_runtime=host.runtime,
             host_dataloader=host.dataloader,
             host_cpu=host.cpu,
+            classes=classes,
+            tree=tree,
         ),
         model=model,
+        runtime_api="HIP" if (gpu_name and _HIP_GPU.search(gpu_name)) or hip_calls else "CUDA",
     )
+
+
+_HIP_GPU = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)
+
+
+def _mostly_hip(trace: Trace) -> bool:
+    """Whether most runtime and driver calls of the trace are HIP's (`hip*`)."""
+    calls = np.flatnonzero((trace.kind == EventKind.RUNTIME) | (trace.kind == EventKind.DRIVER))
+    hip = trace.rows_named(calls, lambda n: n.startswith("hip")).shape[0]
+    return bool(hip > calls.shape[0] - hip)
 
 
 def _degenerate_warnings(
@@ -240,8 +261,10 @@ def _degenerate_warnings(
     return out
 
 
-def _kernel_table(trace: Trace, rows_mask: B) -> tuple[list[KernelStat], int, int]:
-    """Per-name count and total of GPU operations, by total descending."""
+def _kernel_table(
+    trace: Trace, rows_mask: B, classes: KernelClasses
+) -> tuple[list[KernelStat], int, int]:
+    """Per (name, class) count and total of GPU operations, by total descending."""
     rows = np.flatnonzero(rows_mask)
     if rows.shape[0] == 0:
         return [], 0, 0
@@ -250,25 +273,47 @@ def _kernel_table(trace: Trace, rows_mask: B) -> tuple[list[KernelStat], int, in
     is_kernel = kind == EventKind.KERNEL
     kernel_ns = int(dur[is_kernel].sum())
     short_ns = int(dur[is_kernel & (dur < SHORT_KERNEL_NS)].sum())
-    # Group by (name, is memory op): a memcpy and a kernel never share a row.
-    key = trace.name_id[rows].astype(np.int64) * 2 + (~is_kernel)
+    # Group by (name, class): a memcpy and a kernel never share a row, nor do two kernels of
+    # one name that the evidence puts in different classes. Class 0 is memory.
+    cls = np.zeros(rows.shape[0], dtype=np.int64)
+    entry = classes.index_of(rows[is_kernel])
+    n_cls = len(COMM_KINDS) + 1
+    cls[is_kernel] = (
+        1
+        + classes.category[entry].astype(np.int64) * n_cls
+        + (classes.kind[entry].astype(np.int64) + 1)
+    )
+    width = 1 + len(CATEGORIES) * n_cls
+    key = trace.name_id[rows].astype(np.int64) * width + cls
     order = np.argsort(key, kind="stable")
     key_sorted = key[order]
     first = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
     totals = np.add.reduceat(dur[order], first)
     counts = np.diff(np.r_[first, key_sorted.shape[0]])
+    # The evidence of a group: that of its first kernel (one name and class: one decision,
+    # except where the launching op differs between its kernels).
+    sample = rows[order[first]]
     stats: list[KernelStat] = []
-    for k, total, count in zip(key_sorted[first].tolist(), totals.tolist(), counts.tolist(),
-                               strict=True):  # fmt: skip
-        name = trace.names[k // 2]
-        category = "memory" if k % 2 else kernel_category(name)
-        stats.append(KernelStat(name, category, int(count), int(total)))
-    stats.sort(key=lambda s: (-s.total_ns, s.name))
+    for k, total, count, row in zip(key_sorted[first].tolist(), totals.tolist(),
+                                    counts.tolist(), sample.tolist(), strict=True):  # fmt: skip
+        name = trace.names[k // width]
+        if k % width == 0:
+            stats.append(KernelStat(name, "memory", int(count), int(total)))
+            continue
+        i = int(classes.index_of(np.array([row]))[0])
+        stats.append(
+            KernelStat(name, classes.category_name(i), int(count), int(total), classes.evidence(i))
+        )
+    stats.sort(key=lambda s: (-s.total_ns, s.name, s.category))
     return stats, kernel_ns, short_ns
 
 
 def analyze_trace(
-    trace: Trace, window: WindowSpec | None = None, *, model: bool = True
+    trace: Trace,
+    window: WindowSpec | None = None,
+    *,
+    model: bool = True,
+    rules: ClassRules | None = None,
 ) -> list[DeviceAnalysis]:
     """Analyze every GPU of a trace.
 
@@ -276,7 +321,9 @@ def analyze_trace(
         trace: a trace from any reader.
         window: a user-chosen window; by default the steps' hull (see docs/analysis.md).
         model: also build the launch tree and the model view of each GPU's window
-            (`DeviceAnalysis.model`: ops, modules, roofline, MFU waterfall).
+            (`DeviceAnalysis.model`: ops, modules, roofline, MFU waterfall). Without the
+            tree, kernel classes miss the launching-op evidence (`analysis.classify`).
+        rules: user overrides of the kernel classes (`--classify FILE`).
 
     Returns:
         One result per GPU with activity, by device index; a trace without GPU activity gives
@@ -309,4 +356,7 @@ def analyze_trace(
         ]
     host = _host(trace)
     tree = launch_tree(trace) if model else None
-    return [_analyze_device(trace, host, d, window, tree) for d in devices]
+    classes = classify_kernels(trace, tree, rules)
+    comm_row = classes.comm_mask(len(trace))
+    hip = _mostly_hip(trace)
+    return [_analyze_device(trace, host, d, window, tree, classes, comm_row, hip) for d in devices]

@@ -441,6 +441,7 @@ def analyze_ops(
     end_ns: int,
     breakdown: Breakdown,
     spec: GpuSpec | None,
+    comm_row: npt.NDArray[np.bool_] | None = None,
 ) -> ModelAnalysis:
     """Ops, modules, MFU waterfall and attribution of one GPU's window.
 
@@ -452,6 +453,8 @@ def analyze_ops(
         end_ns: window end.
         breakdown: the window's partition, from the device analysis.
         spec: the GPU's hardware-table entry, None when unknown (no roofs, no MFU).
+        comm_row: mask over the Trace's rows of its communication kernels
+            (`KernelClasses.comm_mask`); by kernel name when None.
     """
     ts = trace.ts_ns[tree.row]
     sel = np.flatnonzero((trace.device[tree.row] == device) & (ts >= start_ns) & (ts < end_ns))
@@ -464,8 +467,9 @@ def analyze_ops(
     reason[by_range] = ATTRIBUTED
     attributed = reason == ATTRIBUTED
     kind = trace.kind[rows]
-    comm_name = trace.name_mask(is_communication_kernel)
-    compute = (kind == EventKind.KERNEL) & ~comm_name[trace.name_id[rows]]
+    if comm_row is None:
+        comm_row = trace.name_mask(is_communication_kernel)[trace.name_id]
+    compute = (kind == EventKind.KERNEL) & ~comm_row[rows]
 
     ns_by_reason = np.bincount(reason, weights=dur, minlength=len(REASONS))
     reasons = {

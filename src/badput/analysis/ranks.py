@@ -34,6 +34,14 @@ of one job. The method, also in docs/analysis.md ("Many ranks"):
    (`MATERIAL_SHARE`): below that, step jitter alone can put a rank last. The score is
    reported but not required: a rank slowed by its host (data loading, CPU ops) arrives last
    with an ordinary compute time, as rank 7 of the 8-rank DLRM trace does.
+7. **One job or two** (`agreement`, used to group traces into jobs before any of the above).
+   Two ranks of one job run the same job-wide collectives: the same kinds, the same message
+   sizes for the symmetric kinds (all-reduce, all-gather, reduce-scatter, broadcast: every
+   member passes the same count), and their matched collectives end together once their
+   clocks are aligned (point 3). Two traces disagree when their kinds differ, when a symmetric
+   kind shares no message size, when no collective matches, or when the median distance of
+   the matched ends from the clock offset exceeds `END_TOLERANCE_NS` or `END_TOLERANCE_SHARE`
+   of the median step, whichever is larger.
 """
 
 from __future__ import annotations
@@ -57,13 +65,17 @@ from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
 from badput.trace.model import Trace
 
 __all__ = [
+    "END_TOLERANCE_NS",
+    "END_TOLERANCE_SHARE",
     "LAST_SHARE",
     "MATERIAL_SHARE",
+    "Agreement",
     "CollectiveWait",
     "CrossRank",
     "Extreme",
     "RankSummary",
     "Straggler",
+    "agreement",
     "cross_rank",
     "summarize_rank",
 ]
@@ -77,6 +89,17 @@ LAST_SHARE = 0.5
 MATERIAL_SHARE = 0.05
 #: Without step numbers, sequence shifts tried when aligning a rank's collectives (each way).
 MAX_SHIFT = 512
+#: Two ranks of one job: once their clocks are aligned, their matched collectives end within
+#: this much of each other (median). The 8-rank DLRM trace's ends agree within 2 us; clocks of
+#: different hosts drift a few us per second (NTP-disciplined crystals, tens of ppm at worst),
+#: so a capture of some seconds stays well inside 50 us.
+END_TOLERANCE_NS = 50_000
+#: ... or within this share of the median step, whichever is larger: the ends of another job's
+#: collectives fall anywhere in the step (a quarter of it, median, for unrelated ends).
+END_TOLERANCE_SHARE = 0.05
+#: Collective kinds whose message size is the same on every member (the count passed to NCCL);
+#: all-to-all and send/recv sizes may differ between ranks (uneven splits, pipeline stages).
+_SYMMETRIC = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
 @dataclass(frozen=True)
@@ -190,6 +213,10 @@ class Straggler:
         wait_per_step_ns: its lateness per step: what every rank's step would shorten by
             if it arrived with the others (the what-if savings).
         last_share: share of the matched collectives it arrives last at.
+        waits_per_step_ns: each other aligned rank's wait for it per step: its lateness summed
+            over the collectives it arrives last at (every other rank arrives no later than
+            the second-latest, so each waits at least that long for it), over that rank's
+            steps. This is the part of their exposed communication that is the straggler's.
     """
 
     rank: int
@@ -197,6 +224,7 @@ class Straggler:
     wait_caused_ns: int
     wait_per_step_ns: float
     last_share: float
+    waits_per_step_ns: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -363,6 +391,7 @@ class _Seq:
     start_ns: I64
     end_ns: I64
     step: I64  # step number of the step each starts in; -1 outside numbered steps
+    msg_bytes: I64  # NO_ID (negative) without NCCL metadata
 
 
 Key = tuple[int, ...]
@@ -375,8 +404,9 @@ def _sequence(s: RankSummary, world: int) -> _Seq:
     start = np.asarray(c.start_ns, dtype=np.int64)[keep]
     end = np.asarray(c.end_ns, dtype=np.int64)[keep]
     code = np.asarray(c.type_code, dtype=np.int8)[keep]
+    size = np.asarray(c.msg_bytes, dtype=np.int64)[keep]
     order = np.lexsort((end, start))
-    start, end, code = start[order], end[order], code[order]
+    start, end, code, size = start[order], end[order], code[order], size[order]
     step = np.full(start.shape[0], -1, dtype=np.int64)
     if s.step_start_ns:
         s0 = np.asarray(s.step_start_ns, dtype=np.int64)
@@ -388,7 +418,7 @@ def _sequence(s: RankSummary, world: int) -> _Seq:
         ok = i >= 0
         ok[ok] &= start[ok] < s1[i[ok]]
         step[ok] = nums[i[ok]]
-    return _Seq(code, start, end, step)
+    return _Seq(code, start, end, step, size)
 
 
 def _counted(codes: Sequence[int], groups: Sequence[int], shift: dict[int, int]) -> list[Key]:
@@ -564,7 +594,12 @@ def cross_rank(summaries: Sequence[RankSummary]) -> CrossRank:
         share = last_count[r] / len(waits) if waits else 0.0
         per_step = late_total[r] / max(1, steps_used.get(r, 1))
         if share > LAST_SHARE and step_ns and per_step >= MATERIAL_SHARE * step_ns:
-            stragglers.append(Straggler(r, scores[r], caused[r], per_step, share))
+            waits_of = {
+                o: late_total[r] / max(1, steps_used.get(o, 1))
+                for o in sorted(late_total)
+                if o != r
+            }
+            stragglers.append(Straggler(r, scores[r], caused[r], per_step, share, waits_of))
     stragglers.sort(key=lambda s: (-s.wait_caused_ns, s.rank))
 
     return CrossRank(
@@ -614,3 +649,90 @@ def _waits(
             )
         )
     return waited, last_count, late_total, table
+
+
+# ---- one job or two ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Whether two traces' job-wide collectives say they are ranks of one job.
+
+    Attributes:
+        matched: collectives matched between the two (0 when neither has any).
+        end_spread_ns: median distance of the matched collectives' end differences from their
+            median (the clock offset); None without matched collectives.
+        tolerance_ns: the largest `end_spread_ns` of one job (`END_TOLERANCE_NS`, or
+            `END_TOLERANCE_SHARE` of the median step).
+        reason: why they are not one job; None when nothing in their collectives says so.
+    """
+
+    matched: int
+    end_spread_ns: float | None
+    tolerance_ns: float
+    reason: str | None
+
+
+def _kinds(codes: set[int]) -> str:
+    return ", ".join(COLLECTIVE_TYPES[c] for c in sorted(codes)) or "none"
+
+
+def _sizes(q: _Seq, code: int) -> set[int]:
+    return {int(b) for b in q.msg_bytes[(q.type_code == code) & (q.msg_bytes > 0)]}
+
+
+def agreement(a: RankSummary, b: RankSummary, world: int) -> Agreement:
+    """Compare two ranks' job-wide collectives: could they be ranks of one job.
+
+    Only collectives of the whole job take part (group size `world`, or unknown), as in
+    `cross_rank`; see point 7 of the module docstring for the tests.
+
+    Args:
+        a: one rank's summary (the job's reference rank).
+        b: the other rank's.
+        world: the job's world size.
+
+    Returns:
+        The agreement, with the reason when they disagree.
+
+    Example:
+        >>> agreement(rank0, rank1, 8).reason is None  # doctest: +SKIP
+        True
+    """
+    qa, qb = _sequence(a, world), _sequence(b, world)
+    steps = [float(v) for s in (a, b) if (v := _median_int(s.step_dur_ns)) is not None]
+    step_ns = statistics.median(steps) if steps else float(max(a.window_ns, b.window_ns))
+    tolerance = max(float(END_TOLERANCE_NS), END_TOLERANCE_SHARE * step_ns)
+    ka, kb = set(qa.type_code.tolist()), set(qb.type_code.tolist())
+    if not ka and not kb:
+        return Agreement(0, None, tolerance, None)
+    if ka != kb:
+        why = f"collective kinds differ ({_kinds(ka)} against {_kinds(kb)})"
+        return Agreement(0, None, tolerance, why)
+    for kind in _SYMMETRIC:
+        code = COLLECTIVE_TYPES.index(kind)
+        sa, sb = _sizes(qa, code), _sizes(qb, code)
+        if sa and sb and not sa & sb:
+            why = f"no {kind} message size in common ({_bytes(sa)} against {_bytes(sb)})"
+            return Agreement(0, None, tolerance, why)
+    keys, _ = _keys({0: qa, 1: qb})
+    common = sorted(keys[0].keys() & keys[1].keys())
+    if not common:
+        return Agreement(0, None, tolerance, "no collective matches")
+    ends_a = qa.end_ns[[keys[0][k] for k in common]]
+    ends_b = qb.end_ns[[keys[1][k] for k in common]]
+    diff = ends_b - ends_a
+    spread = float(np.median(np.abs(diff - np.median(diff))))
+    reason = None
+    if spread > tolerance:
+        reason = (
+            f"their collectives do not end together: {spread / 1e3:,.1f} us apart (median) "
+            f"once the clocks are aligned, above the {tolerance / 1e3:,.1f} us of one job"
+        )
+    return Agreement(len(common), spread, tolerance, reason)
+
+
+def _bytes(sizes: set[int]) -> str:
+    shown = sorted(sizes)[:3]
+    more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""
+    return ", ".join(f"{b:,} B" for b in shown) + more

@@ -7,8 +7,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from badput.analysis.classify import KernelClasses
     from badput.analysis.intervals import IntervalSet
     from badput.analysis.ops import ModelAnalysis
+    from badput.analysis.tree import LaunchTree
 
 __all__ = [
     "Breakdown",
@@ -86,12 +88,17 @@ class StepResult:
 
 @dataclass(frozen=True)
 class KernelStat:
-    """Totals of one GPU operation name inside the window."""
+    """Totals of one GPU operation name (and class) inside the window.
+
+    `evidence` says what decided the category (`analysis.classify`), e.g.
+    `launching op: c10d::allreduce_` or `name: NCCL`; empty for memory operations.
+    """
 
     name: str
     category: str
     count: int
     total_ns: int
+    evidence: str = ""
 
     @property
     def mean_ns(self) -> float:
@@ -116,7 +123,9 @@ class CommSummary:
 class Timeline:
     """The interval sets behind a device's numbers, for rules that ask what-if questions.
 
-    GPU sets are clipped to the window; host sets are the trace's, unclipped.
+    GPU sets are clipped to the window; host sets are the trace's, unclipped. `classes` and
+    `tree` are the trace's (shared by its GPUs): the kernel classes with their evidence and the
+    launch tree (None where it was not built, `model=False`).
     """
 
     compute: IntervalSet
@@ -131,6 +140,8 @@ class Timeline:
     host_runtime: IntervalSet
     host_dataloader: IntervalSet
     host_cpu: IntervalSet
+    classes: KernelClasses | None = None
+    tree: LaunchTree | None = None
 
 
 class WindowSource(StrEnum):
@@ -170,6 +181,8 @@ class DeviceAnalysis:
         model: the model view of the window (`badput.analysis.ops`): GPU time per op and
             module, each op on its roofline, the MFU waterfall, attribution; None where it
             was not computed (a trace without GPU activity, or `model=False`).
+        runtime_api: the GPU runtime the host calls go to: "HIP" on AMD GPUs (by the GPU's
+            name, else by the host calls, hip* against cuda*), else "CUDA".
     """
 
     trace: str
@@ -192,6 +205,7 @@ class DeviceAnalysis:
     warnings: list[str] = field(default_factory=list)
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
     model: ModelAnalysis | None = field(default=None, repr=False, compare=False)
+    runtime_api: str = "CUDA"
 
     @property
     def short_kernel_share(self) -> float | None:

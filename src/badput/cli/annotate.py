@@ -19,7 +19,7 @@ def annotate(
         str | None,
         typer.Option(
             "--window",
-            help="Analyse only steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
+            help="Analyse only steps:N or steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
         ),
     ] = None,
 ) -> None:

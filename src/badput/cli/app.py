@@ -18,6 +18,7 @@ from badput import __version__
 from badput.cli.common import OutOption, ReportFormat, json_out, stderr_line, text_out
 from badput.cli.jobs import (
     AddressOption,
+    ClassifyOption,
     Executor,
     ExecutorOption,
     JobsOption,
@@ -86,6 +87,7 @@ def analyze(
     top: TopOption = 10,
     window: WindowOption = None,
     step_range: StepRangeOption = None,
+    classify: ClassifyOption = None,
     executor: ExecutorOption = Executor.LOCAL,
     jobs: JobsOption = None,
     address: AddressOption = None,
@@ -130,6 +132,7 @@ def analyze(
         jobs=jobs,
         address=address,
         step_range=step_range,
+        classify=classify,
     )
 
     aligned = _align_telemetry(job, samples.columns) if samples is not None else None
@@ -275,7 +278,8 @@ def explain(
     rule_id: Annotated[
         str,
         typer.Argument(
-            help="A finding id (e.g. data-loading), or a table: ops, modules, mfu, attribution."
+            help="A finding id (e.g. data-loading), or a topic: classify, ops, modules, mfu, "
+            "attribution."
         ),
     ],
 ) -> None:
@@ -294,7 +298,7 @@ def explain(
         console.print(Text(topic.text))
         console.print(Text("\nLimits", style="bold"))
         console.print(Text(topic.limits))
-        console.print(Text("\nFormulas: docs/ops.md", style="dim"))
+        console.print(Text(f"\nIn full: {topic.doc}", style="dim"))
         return
     rule = RULES.get(rule_id)
     if rule is None:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from badput.cli.common import Format, FormatOption, OutOption, json_out, text_out, write_html
+from badput.cli.jobs import ClassifyOption
 
 __all__ = ["diff"]
 
@@ -23,6 +24,7 @@ def diff(
     html_out: Annotated[
         str | None, typer.Option("--html", help="Also write the diff as an HTML page.")
     ] = None,
+    classify: ClassifyOption = None,
 ) -> None:
     """Goodput, badput categories, step time, kernels and ops of BEFORE against AFTER.
 
@@ -37,6 +39,7 @@ def diff(
         badput diff before.pt.trace.json.gz after.pt.trace.json.gz --format json -o diff.json
     """
     from badput.analysis import analyze_trace
+    from badput.analysis.classify import load_class_rules
     from badput.analysis.diff import diff_traces
     from badput.report.diff_report import diff_document, render_diff
     from badput.report.json_report import encode_document
@@ -44,8 +47,12 @@ def diff(
 
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
+    rules = load_class_rules(classify) if classify is not None else None
     # analyze_trace keeps every kernel: the comparison never sees a top-N cut.
-    result = diff_traces(analyze_trace(load_trace(before)), analyze_trace(load_trace(after)))
+    result = diff_traces(
+        analyze_trace(load_trace(before), rules=rules),
+        analyze_trace(load_trace(after), rules=rules),
+    )
     if html_out is not None:
         from badput.report.html_report import render_diff_html
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AddressOption",
+    "ClassifyOption",
     "Executor",
     "ExecutorOption",
     "JobsOption",
@@ -54,7 +55,7 @@ WindowOption = Annotated[
     str | None,
     typer.Option(
         "--window",
-        help="Analyse only steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
+        help="Analyse only steps:N or steps:A-B (ProfilerStep numbers) or ns:T0-T1 / us:T0-T1.",
     ),
 ]
 StepRangeOption = Annotated[
@@ -67,6 +68,15 @@ StepRangeOption = Annotated[
     ),
 ]
 TopOption = Annotated[int, typer.Option("--top", help="Kernels to list per GPU (0: all).")]
+ClassifyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--classify",
+        help='TOML file of kernel-class overrides: \'"regex" = "category"\' or '
+        '\'"regex" = "kind"\' lines (see `badput explain classify`).',
+        metavar="FILE",
+    ),
+]
 ExecutorOption = Annotated[
     Executor, typer.Option("--executor", help="Run per-rank work on local processes or on Ray.")
 ]
@@ -96,14 +106,18 @@ def run_job(
     jobs: int | None = None,
     address: str | None = None,
     step_range: str | None = None,
+    classify: str | None = None,
 ) -> JobResult:
-    """Analyse every trace under `paths` and diagnose the job; failed traces become warnings.
+    """Analyse every trace under `paths` and diagnose the jobs; failed traces become warnings.
+
+    Traces of several jobs (`badput.diagnose.jobs`) give one warning line saying so.
 
     Raises:
         UsageError: bad options (checked before any work).
         BadputError: no trace could be analysed.
     """
     from badput.analysis import WindowSpec
+    from badput.analysis.classify import load_class_rules
     from badput.diagnose import diagnose_job
     from badput.scale import LocalExecutor, RayExecutor, analyze_path
     from badput.trace import find_traces
@@ -116,6 +130,7 @@ def run_job(
         raise UsageError("--step-range needs a range name")
     if window is not None:
         WindowSpec.parse(window)  # a bad --window is a usage error, not N failed ranks
+    rules = load_class_rules(classify) if classify is not None else None
     if executor is Executor.LOCAL and address is not None:
         raise UsageError("--address needs --executor ray")
     if executor is Executor.RAY and jobs is not None:
@@ -130,9 +145,10 @@ def run_job(
     if len(files) == 1 and isinstance(runner, LocalExecutor):
         # One trace, in this process: a progress bar over its bytes when it is big.
         with _byte_progress(err, files[0]) as read:
-            outcomes = list(runner.map(analyze_path, [(files[0], window, top, read, step_range)]))
+            item = (files[0], window, top, read, step_range, rules)
+            outcomes = list(runner.map(analyze_path, [item]))
     else:
-        items = [(path, window, top, None, step_range) for path in files]
+        items = [(path, window, top, None, step_range, rules) for path in files]
         with _rank_progress(err, len(files)) as progress:
             outcomes = list(runner.map(analyze_path, items, progress))
     job = diagnose_job(outcomes)
@@ -145,6 +161,11 @@ def run_job(
         raise BadputError(f"none of the {len(failed)} traces could be analysed")
     for o in failed:
         warn(f"{o.path}: {o.error} (left out; {len(job.analysed)} of {len(outcomes)} analysed)")
+    if len(job.jobs) > 1:
+        warn(
+            f"the {len(job.analysed)} traces are {len(job.jobs)} jobs; each is reported on its "
+            "own (the report's notes say why)"
+        )
     return job
 
 

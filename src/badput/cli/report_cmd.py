@@ -8,6 +8,7 @@ import typer
 
 from badput.cli.jobs import (
     AddressOption,
+    ClassifyOption,
     Executor,
     ExecutorOption,
     JobsOption,
@@ -28,6 +29,7 @@ def report(
     out: Annotated[str, typer.Option("--out", "-o", help="The HTML file to write.")],
     window: WindowOption = None,
     step_range: StepRangeOption = None,
+    classify: ClassifyOption = None,
     top: TopOption = 10,
     jobs: JobsOption = None,
     executor: ExecutorOption = Executor.LOCAL,
@@ -57,6 +59,7 @@ def report(
         jobs=jobs,
         address=address,
         step_range=step_range,
+        classify=classify,
     )
     document = render_html(job, top=top)
     try:

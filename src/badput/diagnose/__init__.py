@@ -1,7 +1,9 @@
 """Rules over analysis results: ranked findings with evidence, savings and the fix.
 
 Per-GPU rules run where the trace is (`outcome_of`, in a worker when there are many ranks);
-job-level rules run on the driver over the compact outcomes of every rank (`diagnose_job`).
+job-level rules run on the driver over the compact outcomes of every rank (`diagnose_job`),
+after the traces are grouped into jobs (`badput.diagnose.jobs`): cross-rank views and the
+straggler rule only within a job.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from badput.analysis.memory import MemoryTimeline, memory_timelines
 from badput.analysis.ranks import CrossRank, RankSummary, cross_rank, summarize_rank
 from badput.analysis.results import DeviceAnalysis
 from badput.analysis.segments import StepSegments, pick_steps, step_segments
-from badput.diagnose.context import DeviceContext
+from badput.diagnose._rule import pct
+from badput.diagnose.context import DeviceContext, ms
 from badput.diagnose.findings import RULES, Evidence, Finding, Rule, severity_of
 from badput.diagnose.job import straggler
+from badput.diagnose.jobs import Job, group_jobs
 from badput.diagnose.rules import DEVICE_RULES
 from badput.trace.model import Trace
 
@@ -25,6 +29,7 @@ __all__ = [
     "Diagnosis",
     "Evidence",
     "Finding",
+    "Job",
     "JobResult",
     "RankOutcome",
     "Rule",
@@ -90,17 +95,21 @@ class RankOutcome:
 
 @dataclass(frozen=True)
 class JobResult:
-    """Every rank of a job: outcomes in (rank, path) order, the cross-rank view, findings.
+    """Every trace of a run: outcomes in (rank, path) order, its jobs, the findings.
 
     Attributes:
         outcomes: one per trace file, failed ones included, ordered by (rank, path).
-        cross: the cross-rank view; None with fewer than two ranks.
-        diagnosis: per-GPU and job-level findings.
+        cross: the cross-rank view when the traces are one job; None with fewer than two
+            ranks, and with several jobs (each job has its own, `jobs`).
+        diagnosis: per-GPU and job-level findings of every job.
+        jobs: the traces grouped into jobs (`badput.diagnose.jobs`), largest first; one job
+            when they all belong together (it then holds the failed traces too).
     """
 
     outcomes: list[RankOutcome]
     cross: CrossRank | None
     diagnosis: Diagnosis
+    jobs: list[Job] = field(default_factory=list)
 
     @property
     def failed(self) -> list[RankOutcome]:
@@ -112,9 +121,17 @@ class JobResult:
         """The traces that were analysed."""
         return [o for o in self.outcomes if o.error is None]
 
+    def findings_of(self, job: Job) -> list[Finding]:
+        """The ranked findings of one job's traces (job-level ones included)."""
+        paths = job.paths
+        return [f for f in self.diagnosis.ranked if f.trace in paths]
+
 
 def _rank(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (-f.savings_ns, f.id, f.trace, f.device))
+    """Largest savings first; a named straggler before everything (the others wait for it)."""
+    return sorted(
+        findings, key=lambda f: (f.id != "straggler", -f.savings_ns, f.id, f.trace, f.device)
+    )
 
 
 def diagnose_device(trace: Trace, analysis: DeviceAnalysis) -> list[Finding]:
@@ -176,31 +193,122 @@ def _order(o: RankOutcome) -> tuple[bool, int, str]:
 
 
 def diagnose_job(outcomes: Sequence[RankOutcome]) -> JobResult:
-    """Put the ranks in order, build the cross-rank view and run the job-level rules.
+    """Group the traces into jobs, build each job's cross-rank view, run the job-level rules.
+
+    With a named straggler, its finding ranks first, and the other ranks' waiting for it is
+    attributed to it: their `exposed-communication` savings drop by their wait for it per step
+    (`Straggler.waits_per_step_ns`), with that wait in the evidence, and the finding goes when
+    what is left is below the reporting floor (`severity_of`).
 
     Args:
         outcomes: one per trace file, in any order (failed ones included).
 
     Returns:
-        The outcomes ordered by (rank, path), the cross-rank view of the ranks that were
-        analysed (None with fewer than two), and every finding ranked.
+        The outcomes ordered by (rank, path) (their findings as attributed), the jobs, the
+        cross-rank view of the one job (None with several, or fewer than two ranks), and every
+        finding ranked.
     """
     ordered = sorted(outcomes, key=_order)
-    summaries = [s for o in ordered for s in o.summaries if s.rank is not None]
-    cross = cross_rank(summaries) if len({s.rank for s in summaries}) >= 2 else None
+    groups = group_jobs([o for o in ordered if o.error is None])
+    jobs = []
+    for members, notes in groups:
+        summaries = [s for o in members for s in o.summaries if s.rank is not None]
+        cross = cross_rank(summaries) if len({s.rank for s in summaries}) >= 2 else None
+        worlds = {o.world_size for o in members if o.world_size is not None}
+        world = next(iter(worlds)) if len(worlds) == 1 else None
+        jobs.append(Job(members, cross, world, notes))
+    if len(jobs) <= 1:  # one job: it holds every trace, the failed ones too
+        first = jobs[0] if jobs else Job([])
+        jobs = [dataclasses.replace(first, outcomes=list(ordered))]
     per_device: dict[tuple[str, int], list[Finding]] = {}
-    everything: list[Finding] = []
     for o in ordered:
         for d, found in zip(o.devices, o.findings, strict=True):
-            if d.goodput is None:
+            if d.goodput is not None:
+                per_device[(d.trace, d.device)] = found
+    job_level: list[Finding] = []
+    for job in jobs:
+        if job.cross is None:
+            continue
+        named = straggler(job.cross)
+        if named is not None:
+            job_level.append(_attribute(named, job.cross, per_device))
+    ordered = [_with_findings(o, per_device) for o in ordered]
+    jobs = [
+        dataclasses.replace(j, outcomes=[_with_findings(o, per_device) for o in j.outcomes])
+        for j in jobs
+    ]
+    everything = [f for found in per_device.values() for f in found] + job_level
+    cross = jobs[0].cross if len(jobs) == 1 else None
+    return JobResult(ordered, cross, Diagnosis(per_device, _rank(everything)), jobs)
+
+
+def _with_findings(o: RankOutcome, per_device: dict[tuple[str, int], list[Finding]]) -> RankOutcome:
+    """The outcome with its findings as `per_device` holds them (after attribution)."""
+    found = [
+        per_device.get((d.trace, d.device), f) for d, f in zip(o.devices, o.findings, strict=True)
+    ]
+    return o if found == o.findings else dataclasses.replace(o, findings=found)
+
+
+def _attribute(
+    found: Finding, cross: CrossRank, per_device: dict[tuple[str, int], list[Finding]]
+) -> Finding:
+    """Take the other ranks' wait for the straggler out of their exposed communication.
+
+    Their `exposed-communication` finding keeps what is left after its wait for the straggler
+    per step, or goes when that is below the reporting floor; `per_device` is updated in place.
+
+    Returns:
+        The straggler finding, with how many such findings it took over in its evidence.
+    """
+    s = next(st for st in cross.stragglers if st.rank == found.rank)
+    reduced = dropped = 0
+    for r, wait_ns in sorted(s.waits_per_step_ns.items()):
+        key = cross.sources[r]
+        kept: list[Finding] = []
+        for f in per_device.get(key, []):
+            if f.id != "exposed-communication" or f.savings_ns <= 0 or wait_ns <= 0:
+                kept.append(f)
                 continue
-            per_device[(d.trace, d.device)] = found
-            everything.extend(found)
-    if cross is not None:
-        job = straggler(cross)
-        if job is not None:
-            everything.append(job)
-    return JobResult(ordered, cross, Diagnosis(per_device, _rank(everything)))
+            cut = min(wait_ns, f.savings_ns)
+            left = f.savings_ns - cut
+            share = f.savings_share * left / f.savings_ns
+            severity = severity_of(share)
+            if severity is None:
+                dropped += 1
+                continue
+            reduced += 1
+            evidence = {
+                **f.evidence,
+                "waiting_for_straggler_per_step": ms(cut),
+                "own_exposed_communication_per_step": ms(left),
+                "see": Evidence(f"straggler (rank {s.rank})"),
+            }
+            kept.append(
+                dataclasses.replace(
+                    f,
+                    title=(
+                        f"{f.title}; {cut / 1e6:,.2f} ms per step of it is waiting for the "
+                        f"straggler (rank {s.rank}), {left / 1e6:,.2f} ms ({pct(share)}) "
+                        "is its own"
+                    ),
+                    severity=severity,
+                    evidence=evidence,
+                    savings_ns=left,
+                    savings_share=share,
+                )
+            )
+        if key in per_device:
+            per_device[key] = _rank(kept)
+    if not reduced and not dropped:
+        return found
+    evidence = {
+        **found.evidence,
+        "others_exposed_communication": Evidence(
+            f"its wait taken out on {reduced + dropped} rank(s), {dropped} left below the floor"
+        ),
+    }
+    return dataclasses.replace(found, evidence=evidence)
 
 
 def diagnose(results: list[tuple[Trace, list[DeviceAnalysis]]]) -> Diagnosis:

@@ -22,7 +22,11 @@ RULES["straggler"] = Rule(
         "the second-latest arrival) adds up to at least 5 % of the median step. Its score "
         "compares its compute per step with the median rank's: near 1.0, the rank is slow "
         "for another reason (its host, data loading, a link). "
-        "Needs traces of several ranks of the same job (distributedInfo.rank)."
+        "Needs traces of several ranks of the same job (distributedInfo.rank; traces are "
+        "grouped into jobs first, see badput.diagnose.jobs). A named straggler's finding ranks "
+        "first: the other ranks' waiting is its doing, so their exposed-communication findings "
+        "leave out their wait for it (evidence waiting_for_straggler_per_step) and go when "
+        "what is left is below the reporting floor."
     ),
     savings=(
         "What-if: the straggler arrives with the others (with the median rank), so each "

@@ -7,6 +7,7 @@ cause of lost time?
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
 
@@ -14,11 +15,23 @@ from badput.diagnose._rule import PT as _PT
 from badput.diagnose._rule import TUNING as _TUNING
 from badput.diagnose._rule import pct as _pct
 from badput.diagnose._rule import register as _register
-from badput.diagnose.context import DeviceContext, ms
+from badput.diagnose.context import (
+    BLOCKING_DECIDERS,
+    RETURN_LATENCY_NS,
+    TIMING_MIN_WAIT_NS,
+    DeviceContext,
+    ms,
+)
 from badput.diagnose.findings import RULES, Evidence, Finding, Rule
 from badput.trace.model import EventKind
 
 __all__ = ["DEVICE_RULES"]
+
+
+def _count(ctx: DeviceContext, n: int) -> str:
+    """How many of something a title names: per step (one decimal), or in the window."""
+    return f"{n / ctx.n_steps:,.1f}" if ctx.has_steps else f"{n:,}"
+
 
 # ---- data-loading ---------------------------------------------------------------------------
 
@@ -73,7 +86,8 @@ def data_loading(ctx: DeviceContext) -> Finding | None:
     share = ctx.share(savings)
     return ctx.finding(
         "data-loading",
-        f"GPU idles {savings / 1e6:,.1f} ms per step ({_pct(share)}) waiting on the DataLoader",
+        f"GPU idles {savings / 1e6:,.1f} ms {ctx.per_step_text} ({_pct(share)}) waiting on "
+        "the DataLoader",
         savings,
         {
             "gpu_idle_in_dataloader_per_step": ms(savings),
@@ -90,18 +104,30 @@ def data_loading(ctx: DeviceContext) -> Finding | None:
 @_register(
     Rule(
         id="synchronization",
-        title="Host synchronizations drain the GPU queue",
+        title="Blocking host calls drain the GPU queue",
         explanation=(
-            "A synchronizing call (cudaStreamSynchronize, cudaDeviceSynchronize, a blocking "
-            "cudaMemcpy, ...) makes the host wait until the GPU has finished all queued work. "
-            "The queue is then empty, and the GPU idles until the host launches again. In "
-            "PyTorch these come from .item(), .cpu(), .tolist(), printing a tensor, "
-            "data-dependent shapes (nonzero, boolean masks) and torch.cuda.synchronize()."
+            "A blocking host call (cudaStreamSynchronize, cudaDeviceSynchronize, "
+            "cudaEventSynchronize, a cudaMemcpy to or from pageable memory, a cudaFree that "
+            "synchronizes, their HIP forms, or any call the timing shows waiting) makes the "
+            "host wait until the GPU has finished the work queued before it. The queue is then "
+            "empty, and the GPU idles until the host has done its next piece of work and "
+            "launched again. A call counts as blocking when the GPU goes idle during it and "
+            f"(first evidence that speaks) it returned within {RETURN_LATENCY_NS // 1000} us of "
+            "the GPU finishing the work queued before it, after waiting at least "
+            f"{TIMING_MIN_WAIT_NS // 1000} us, or its own copy is "
+            "device-to-host into pageable memory, or its name is a known synchronizing call. "
+            "In PyTorch these come from .item(), .cpu(), .tolist(), printing a tensor, "
+            "data-dependent shapes (nonzero, boolean masks, `if tensor:`) and "
+            "torch.cuda.synchronize()."
         ),
         savings=(
-            "What-if: without the sync the host would have kept the queue full. Savings per "
-            "step = the GPU idle gaps that begin while the host is blocked in a synchronizing "
-            "call (DataLoader waits excluded) / steps."
+            "What-if: the call does not wait, so the host gets back the time it was blocked "
+            "(the call's duration) and launches its next work that much earlier. The idle gap "
+            "that begins in the call therefore shrinks by at most that time: savings per step "
+            "= for each gap (outside DataLoader waits) that begins at the end of GPU work "
+            "during a blocking call, min(gap, the call's duration), summed / steps. This is "
+            "idle inside the call (the breakdown's runtime part) and, after it, at most the "
+            "host time it lost (cpu ops or other); host-overhead does not count it again."
         ),
         fix=[
             "Do not read GPU values on the host inside the step: keep losses and metrics on "
@@ -118,27 +144,54 @@ def data_loading(ctx: DeviceContext) -> Finding | None:
     )
 )
 def synchronization(ctx: DeviceContext) -> Finding | None:
-    """GPU idle gaps that start while the host sits in a synchronizing call."""
-    rows = ctx.sync_rows
-    drained = ctx.sync_drained_idle.total_ns()
-    if rows.shape[0] == 0 or drained == 0:
+    """GPU idle after blocking host calls, as much of it as the host lost waiting."""
+    found = ctx.blocking
+    saved = found.idle.total_ns()
+    if len(found) == 0 or saved == 0:
         return None
-    savings = ctx.per_step(drained)
-    callers = ctx.enclosing_ops(rows)
-    calls = {ctx.trace.names[int(i)] for i in ctx.trace.name_id[rows]}
+    t = ctx.trace
+    savings = ctx.per_step(saved)
+    names = Counter(t.names[int(i)] for i in t.name_id[found.rows])
+    callers = ctx.enclosing_ops(found.rows)
     top = ", ".join(f"{name} ({n})" for name, n in callers.most_common(3)) or "no enclosing op"
+    by = Counter(BLOCKING_DECIDERS[int(i)] for i in found.decided_by)
+    inside = found.idle.intersect(ctx.spans(found.rows)).total_ns()
+    n = len(found) / ctx.n_steps
+    call, op = names.most_common(1)[0][0], (callers.most_common(1) or [("", 0)])[0][0]
+    where = f"{call} in {op}" if op else call
+    evidence = {
+        "syncs_per_step": Evidence(round(n, 2)),
+        "time_in_sync_calls_per_step": ms(ctx.per_step(ctx.spans(found.rows).total_ns())),
+        "drained_idle_per_step": ms(savings),
+        "of_which_inside_the_calls_per_step": ms(ctx.per_step(inside)),
+        "calls": Evidence(", ".join(sorted(names))),
+        "calls_per_step": Evidence(
+            ", ".join(f"{k} ({v / ctx.n_steps:,.2f})" for k, v in names.most_common())
+        ),
+        "decided_by": Evidence(", ".join(f"{k} ({v})" for k, v in by.most_common())),
+        "triggered_by": Evidence(top),
+    }
+    copies = found.copy_bytes[found.copy_bytes >= 0]
+    fix = [ctx.runtime_text(line) for line in RULES["synchronization"].fix]
+    if copies.size:
+        sizes = Counter(copies.tolist())
+        evidence["copy_bytes"] = Evidence(
+            ", ".join(f"{size:,} B ({k})" for size, k in sizes.most_common(3))
+        )
+        fix.insert(
+            1,
+            "For a value the host needs later: copy it into pinned memory without waiting "
+            "(x.to('cpu', non_blocking=True) into a pin_memory() buffer), record an event, and "
+            "synchronize on it only where the value is used.",
+        )
     return ctx.finding(
         "synchronization",
-        f"{rows.shape[0] / ctx.n_steps:,.1f} host synchronizations per step drain the GPU "
-        f"queue: {savings / 1e6:,.2f} ms idle per step ({_pct(ctx.share(savings))})",
+        f"{_count(ctx, len(found))} blocking host calls {ctx.per_step_text} ({where}) leave "
+        "the GPU idle: "
+        f"{savings / 1e6:,.2f} ms {ctx.per_step_text} ({_pct(ctx.share(savings))})",
         savings,
-        {
-            "syncs_per_step": Evidence(round(rows.shape[0] / ctx.n_steps, 2)),
-            "time_in_sync_calls_per_step": ms(ctx.per_step(ctx.spans(rows).total_ns())),
-            "drained_idle_per_step": ms(savings),
-            "calls": Evidence(", ".join(sorted(calls))),
-            "triggered_by": Evidence(top),
-        },
+        evidence,
+        fix,
     )
 
 
@@ -159,8 +212,9 @@ _LAUNCH = re.compile(r"LaunchKernel|cuLaunch|GraphLaunch|LaunchCooperative", re.
         ),
         savings=(
             "What-if: the GPU never waits on the host (as with a CUDA graph replay). Savings "
-            "per step = GPU idle time outside DataLoader waits and outside sync-drained gaps / "
-            "steps. An upper bound: some host work stays."
+            "per step = GPU idle time outside DataLoader waits and outside the idle that "
+            "blocking host calls cost (synchronization's savings) / steps. An upper bound: "
+            "some host work stays."
         ),
         fix=[
             "Capture the step in a CUDA graph: torch.compile(mode='reduce-overhead') or "
@@ -181,7 +235,7 @@ _LAUNCH = re.compile(r"LaunchKernel|cuLaunch|GraphLaunch|LaunchCooperative", re.
 def host_overhead(ctx: DeviceContext) -> Finding | None:
     """GPU idle while the host does other work (not data loading, not a sync wait)."""
     tl = ctx.timeline
-    rest = tl.idle.subtract(tl.idle_dataloader).subtract(ctx.sync_drained_idle)
+    rest = tl.idle.subtract(tl.idle_dataloader).subtract(ctx.sync_idle)
     total = rest.total_ns()
     if total == 0:
         return None
@@ -205,11 +259,12 @@ def host_overhead(ctx: DeviceContext) -> Finding | None:
         evidence["kernel_time_in_kernels_under_10us"] = Evidence(round(100 * share, 1), "%")
     return ctx.finding(
         "host-overhead",
-        f"GPU starved by the host: {savings / 1e6:,.2f} ms idle per step "
+        f"GPU starved by the host: {savings / 1e6:,.2f} ms idle {ctx.per_step_text} "
         f"({_pct(ctx.share(savings))}) between kernels while the host runs Python, ops "
         "and launches",
         savings,
         evidence,
+        [ctx.runtime_text(line) for line in RULES["host-overhead"].fix],
     )
 
 
@@ -264,8 +319,8 @@ def pageable_memcpy(ctx: DeviceContext) -> Finding | None:
         evidence["achieved_bandwidth"] = Evidence(round(int(moved[known].sum()) / busy, 2), "GB/s")
     return ctx.finding(
         "pageable-memcpy",
-        f"{rows.shape[0] / ctx.n_steps:,.1f} copies per step from pageable memory: "
-        f"{savings / 1e6:,.2f} ms exposed per step ({_pct(ctx.share(savings))})",
+        f"{_count(ctx, rows.shape[0])} copies {ctx.per_step_text} from pageable memory: "
+        f"{savings / 1e6:,.2f} ms exposed {ctx.per_step_text} ({_pct(ctx.share(savings))})",
         savings,
         evidence,
     )
@@ -360,6 +415,12 @@ _ALLOC_CALLS = frozenset(
         "cuMemAlloc_v2",
         "cuMemFree",
         "cuMemFree_v2",
+        # HIP (hip_runtime_api.h)
+        "hipMalloc",
+        "hipFree",
+        "hipHostMalloc",
+        "hipHostFree",
+        "hipMallocManaged",
     }
 )
 _RESERVE_GROWTH = 0.10  # reserved memory growing 10 % within the window: not warmed up
@@ -418,10 +479,13 @@ def memory_churn(ctx: DeviceContext) -> Finding | None:
         evidence["reserved_at_end"] = Evidence(round(float(reserved[-1]) / 1e6, 1), "MB")
     return ctx.finding(
         "memory-churn",
-        f"{calls.shape[0] / ctx.n_steps:,.1f} cudaMalloc/cudaFree calls per step"
+        ctx.runtime_text(
+            f"{_count(ctx, calls.shape[0])} cudaMalloc/cudaFree calls {ctx.per_step_text}"
+        )
         + (f", reserved memory grew {growth / 1e6:,.0f} MB in the window" if grew else ""),
         savings,
         evidence,
+        [ctx.runtime_text(line) for line in RULES["memory-churn"].fix],
         floor="low",
     )
 

@@ -26,10 +26,10 @@ from badput.analysis.ops import NO_MODULE, STAGES, ModelAnalysis, ModuleRow, OpR
 from badput.analysis.ranks import RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses, ratio
 from badput.analysis.segments import SEGMENT_KINDS, StepSegments
-from badput.diagnose import Finding, JobResult
+from badput.diagnose import Finding, Job, JobResult
 from badput.report.json_report import memory_of
 from badput.report.names import distinct_names
-from badput.report.text import OP_COLUMNS, attribution_lines, mfu_line, op_cells
+from badput.report.text import OP_COLUMNS, attribution_lines, job_title, mfu_line, op_cells
 from badput.report.units import NOT_AVAILABLE, format_bytes, format_share
 from badput.report.units import format_ms as _ms
 
@@ -783,7 +783,7 @@ def _cards(job: JobResult) -> str:
     return f'<div class="cards">{body}</div>'
 
 
-def _ranks(job: JobResult) -> str:
+def _ranks(job: Job) -> str:
     summaries = [s for o in job.analysed for s in o.summaries if s.rank is not None]
     if len({s.rank for s in summaries}) < 2:
         return ""
@@ -837,11 +837,6 @@ def render_html(job: JobResult, top: int = 10) -> str:
         >>> render_html(diagnose_job([analyze_path("t.json.gz")]))[:15]  # doctest: +SKIP
         '<!DOCTYPE html>'
     """
-    devices = [
-        (d, f, o.segments[i] if i < len(o.segments) else [], memory_of(o, d.device))
-        for o in job.analysed
-        for i, (d, f) in enumerate(zip(o.devices, o.findings, strict=True))
-    ]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -853,26 +848,49 @@ def render_html(job: JobResult, top: int = 10) -> str:
     for o in job.analysed:
         for w in o.warnings:
             parts.append(f'<p class="note">note: {_e(os.path.basename(o.path))}: {_e(w)}</p>')
-    parts.append(_ranks(job))
-    if len(devices) <= _MAX_DEVICE_SECTIONS:
-        parts += [_device(d, f, top, segs, mem) for d, f, segs, mem in devices]
-    else:
+    jobs = job.jobs or [Job(job.outcomes, job.cross)]
+    many = sum(len(o.devices) for o in job.analysed) > _MAX_DEVICE_SECTIONS
+    if len(jobs) > 1:
         parts.append(
-            f"<h2>Findings over {len(devices)} GPUs</h2>"
-            "<p><small>per-GPU sections are left out above "
-            f"{_MAX_DEVICE_SECTIONS} GPUs; --format json has them all</small></p>"
+            f"<p>{len(jobs)} jobs among {len(job.analysed)} traces: each is reported on its own</p>"
         )
-        parts.append(_findings([f for f in job.diagnosis.ranked if f.id != "straggler"], True))
-    job_level = [f for f in job.diagnosis.ranked if f.id == "straggler"]
-    if job_level:
-        parts += ["<h2>Across ranks</h2>", _findings(job_level, with_where=True)]
-    parts.append(_collectives([s for o in job.analysed for s in o.summaries]))
+    for i, part in enumerate(jobs):
+        if len(jobs) > 1:
+            parts.append(f'<h2 class="job">{_e(job_title(part, i, len(jobs)))}</h2>')
+            parts += [f'<p class="note">note: {_e(n)}</p>' for n in part.notes]
+        parts += _job_parts(job, part, top, many)
     if job.failed:
         items = "".join(f"<li>{_e(o.path)}: {_e(o.error)}</li>" for o in job.failed)
         parts.append(f'<h2>Not analysed</h2><ul class="note">{items}</ul>')
     parts.append(_environment(job))
     parts.append("</body></html>\n")
     return "\n".join(p for p in parts if p)
+
+
+def _job_parts(job: JobResult, part: Job, top: int, many: bool) -> list[str]:
+    """One job: its findings across ranks (a straggler first), ranks, GPUs, collectives."""
+    found = job.findings_of(part)
+    out = []
+    job_level = [f for f in found if f.id == "straggler"]
+    if job_level:  # the straggler first: the other ranks' waiting is its doing
+        out += ["<h2>Across ranks</h2>", _findings(job_level, with_where=True)]
+    out.append(_ranks(part))
+    devices = [
+        (d, f, o.segments[i] if i < len(o.segments) else [], memory_of(o, d.device))
+        for o in part.analysed
+        for i, (d, f) in enumerate(zip(o.devices, o.findings, strict=True))
+    ]
+    if not many:
+        out += [_device(d, f, top, segs, mem) for d, f, segs, mem in devices]
+    else:
+        out.append(
+            f"<h2>Findings over {len(devices)} GPUs</h2>"
+            "<p><small>per-GPU sections are left out above "
+            f"{_MAX_DEVICE_SECTIONS} GPUs; --format json has them all</small></p>"
+        )
+        out.append(_findings([f for f in found if f.id != "straggler"], True))
+    out.append(_collectives([s for o in part.analysed for s in o.summaries]))
+    return out
 
 
 def _diff_device(d: DeviceDiff, top: int) -> str:

@@ -14,7 +14,15 @@ from badput.analysis.memory import MemoryTimeline
 from badput.analysis.ops import ModelAnalysis
 from badput.analysis.ranks import CrossRank, Extreme, RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses
-from badput.diagnose import Diagnosis, Finding, JobResult, RankOutcome, diagnose_job, outcome_of
+from badput.diagnose import (
+    Diagnosis,
+    Finding,
+    Job,
+    JobResult,
+    RankOutcome,
+    diagnose_job,
+    outcome_of,
+)
 from badput.trace.model import Trace
 
 __all__ = ["SCHEMA", "analysis_document", "encode_document", "job_document", "us"]
@@ -192,6 +200,7 @@ def _device(
             {
                 "name": k.name,
                 "category": k.category,
+                "evidence": k.evidence,
                 "count": k.count,
                 "total_us": us(k.total_ns),
                 "mean_us": k.mean_ns / 1000,
@@ -227,7 +236,10 @@ def job_document(job: JobResult, top: int = 10) -> dict[str, Any]:
     """The JSON document of a job: every trace, its GPUs, findings, and the cross-rank view.
 
     The document depends only on the outcomes and their (rank, path) order, never on where or
-    in which order they were computed: executors give byte-identical documents.
+    in which order they were computed: executors give byte-identical documents. `jobs` lists
+    the jobs the traces were grouped into, each with its ranks, world size, traces, the notes
+    that say why it stands apart and its cross-rank view (the shape of `ranks`); with one job,
+    `ranks` is that job's view, with several it lists every rank without cross-rank numbers.
 
     Args:
         job: the outcomes of every trace with the cross-rank view and findings.
@@ -255,6 +267,7 @@ def job_document(job: JobResult, top: int = 10) -> dict[str, Any]:
             for d in o.devices
         ],
         "ranks": _ranks(job),
+        "jobs": [_job(j) for j in (job.jobs or [Job(job.outcomes, job.cross)])],
         "collectives": [
             _collective(s, c) for o in analysed for s in o.summaries for c in s.comm_stats
         ],
@@ -313,8 +326,10 @@ def _extreme(e: Extreme) -> dict[str, Any]:
     }
 
 
-def _ranks(job: JobResult) -> dict[str, Any]:
-    cross = job.cross
+def _ranks(job: Job | JobResult) -> dict[str, Any]:
+    """The cross-rank view of one job; of a run of several jobs, its ranks without one."""
+    several = isinstance(job, JobResult) and len(job.jobs) > 1
+    cross = None if several else job.cross
     summaries = [s for o in job.analysed for s in o.summaries]
     return {
         "count": len({s.rank for s in summaries if s.rank is not None}),
@@ -332,7 +347,23 @@ def _ranks(job: JobResult) -> dict[str, Any]:
         ],
         "matching": cross.matching if cross else None,
         "failed": [{"path": o.path, "reason": o.error} for o in job.failed],
-        "warnings": list(cross.warnings) if cross else [],
+        "warnings": (
+            [f"{len(job.jobs)} jobs: each job's cross-rank view is under jobs"]
+            if isinstance(job, JobResult) and several
+            else list(cross.warnings)
+            if cross
+            else []
+        ),
+    }
+
+
+def _job(job: Job) -> dict[str, Any]:
+    return {
+        "ranks": job.ranks,
+        "world_size": job.world_size,
+        "traces": [o.path for o in job.analysed],
+        "notes": job.notes,
+        "cross_rank": _ranks(job),
     }
 
 

@@ -26,7 +26,7 @@ from badput.analysis.ranks import CrossRank
 from badput.analysis.results import DeviceAnalysis
 from badput.bench.ab import ABResult, exit_code
 from badput.bench.deterministic import CheckResult
-from badput.diagnose import Finding, JobResult
+from badput.diagnose import Finding, Job, JobResult
 from badput.diagnose.gates import GateCheck
 from badput.report.names import distinct_names
 from badput.report.text import (
@@ -43,6 +43,7 @@ from badput.report.text import (
     _outliers,
     attribution_lines,
     collective_cells,
+    job_title,
     memory_summary,
     mfu_line,
     op_cells,
@@ -160,7 +161,7 @@ def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> lis
     ]
     for key, label, _ in sorted(_CAUSES, key=lambda kv: -getattr(c, f"{kv[0]}_ns")):
         ns = getattr(c, f"{key}_ns")
-        rows.append([f"└ {label}", _ms(ns), _pct(ns, win)])
+        rows.append([f"└ {label.replace('CUDA', d.runtime_api)}", _ms(ns), _pct(ns, win)])
     lines += _table(("where the GPU time goes", "ms", "of window"), "lrr", rows)
     stats = d.step_time_stats_ns()
     if stats is not None:
@@ -229,7 +230,7 @@ def _value(category: str, v: float | None) -> str:
     return "–" if v is None else _ms(v)
 
 
-def _rank_section(job: JobResult, cross: CrossRank) -> list[str]:
+def _rank_section(job: Job, cross: CrossRank) -> list[str]:
     summaries = [s for o in job.analysed for s in o.summaries if s.rank is not None]
     worlds = sorted({s.world_size for s in summaries if s.world_size is not None})
     head = f"### Across {len({s.rank for s in summaries})} ranks"
@@ -348,27 +349,21 @@ def analysis_markdown(
     if notes:
         lines.append("")
     many = len(devices) > _MAX_DEVICE_SECTIONS
-    if not many:
-        for d in devices:
-            lines += _device_section(d, top, job.diagnosis.for_device(d))
-            memory = memory_summary(job, d)
-            if memory is not None:
-                lines += [memory[0].upper() + memory[1:], ""]
-    if job.cross is not None:
-        lines += _rank_section(job, job.cross)
-    if many:
-        per_gpu = [f for f in job.diagnosis.ranked if f.id != "straggler"]
+    parts = job.jobs or [Job(job.outcomes, job.cross)]
+    if len(parts) > 1:
         lines += [
-            f"Per-GPU sections are left out above {_MAX_DEVICE_SECTIONS} GPUs; "
-            "`--format json` has them all.",
+            f"**{len(parts)} jobs among {len(job.analysed)} traces**: each is reported on its own.",
             "",
         ]
-        if per_gpu:
-            lines += ["**What to fix first, over all GPUs**", ""]
-            lines += [*_finding_lines(per_gpu, with_where=True), ""]
-    job_level = [f for f in job.diagnosis.ranked if f.id == "straggler"]
-    if job_level:
-        lines += ["**Across ranks**", "", *_finding_lines(job_level, with_where=True), ""]
+    for i, part in enumerate(parts):
+        if len(parts) > 1:
+            lines += [f"## {md_escape(job_title(part, i, len(parts)))}", ""]
+            lines += [f"- note: {md_escape(n)}" for n in part.notes[:_MAX_NOTES]]
+            if len(part.notes) > _MAX_NOTES:
+                lines.append(f"- {len(part.notes) - _MAX_NOTES} more notes in `--format json`")
+            if part.notes:
+                lines.append("")
+        lines += _job_lines(job, part, top, many)
     if job.failed:
         lines.append(f"**{len(job.failed)} trace(s) could not be analysed:**")
         lines.append("")
@@ -379,6 +374,35 @@ def analysis_markdown(
         lines.append("")
     lines.append("`badput explain ID` explains a finding.")
     return _bounded(lines, max_bytes)
+
+
+def _job_lines(job: JobResult, part: Job, top: int, many: bool) -> list[str]:
+    """One job's findings across ranks (a straggler first), GPU sections and rank tables."""
+    found = job.findings_of(part)
+    lines: list[str] = []
+    job_level = [f for f in found if f.id == "straggler"]
+    if job_level:  # the straggler first: the other ranks' waiting is its doing
+        lines += ["**Across ranks**", "", *_finding_lines(job_level, with_where=True), ""]
+    devices = [d for o in part.analysed for d in o.devices]
+    if not many:
+        for d in devices:
+            lines += _device_section(d, top, job.diagnosis.for_device(d))
+            memory = memory_summary(part, d)
+            if memory is not None:
+                lines += [memory[0].upper() + memory[1:], ""]
+    if part.cross is not None:
+        lines += _rank_section(part, part.cross)
+    if many:
+        per_gpu = [f for f in found if f.id != "straggler"]
+        lines += [
+            f"Per-GPU sections are left out above {_MAX_DEVICE_SECTIONS} GPUs; "
+            "`--format json` has them all.",
+            "",
+        ]
+        if per_gpu:
+            lines += ["**What to fix first, over all GPUs**", ""]
+            lines += [*_finding_lines(per_gpu, with_where=True), ""]
+    return lines
 
 
 def _seconds(x: float) -> str:

@@ -455,7 +455,10 @@ def annotate_trace(source: str, out: str, window: str | None = None) -> Annotate
     if os.path.exists(out) and os.path.exists(source) and os.path.samefile(source, out):
         raise UsageError(f"{out}: --out is the input trace; write the copy to another file")
     trace = load_trace(source)
-    analyses = analyze_trace(trace, spec)
+    try:
+        analyses = analyze_trace(trace, spec)
+    except UsageError as e:  # a --window the trace lacks: name the trace
+        raise UsageError(f"{trace.path}: {e}") from None
     findings = [diagnose_device(trace, d) for d in analyses]
     added = annotation_events(analyses, findings, trace.pid)
     del trace

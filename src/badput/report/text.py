@@ -19,7 +19,7 @@ from badput.analysis.comm import link_peak_gbps
 from badput.analysis.ops import NO_MODULE, ModelAnalysis, ModuleRow, OpRow
 from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
-from badput.diagnose import Diagnosis, Finding, JobResult, Rule, diagnose_job, outcome_of
+from badput.diagnose import Diagnosis, Finding, Job, JobResult, Rule, diagnose_job, outcome_of
 from badput.report.names import distinct_names
 from badput.report.units import (
     NOT_AVAILABLE,
@@ -621,6 +621,7 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding], width: int = 1
     causes = sorted(_CAUSES, key=lambda kv: -getattr(c, f"{kv[0]}_ns"))
     for key, label, _ in causes:
         ns = getattr(c, f"{key}_ns")
+        label = label.replace("CUDA", d.runtime_api)
         table.add_row(Text(f"  └ {label}", style="dim"), _ms(ns), _pct(ns, win))
 
     parts: list[Text | Table] = [head, table]
@@ -681,7 +682,7 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding], width: int = 1
     return Group(*parts)
 
 
-def memory_summary(job: JobResult, d: DeviceAnalysis) -> str | None:
+def memory_summary(job: Job | JobResult, d: DeviceAnalysis) -> str | None:
     """The GPU's allocator peaks from the trace's `[memory]` events; None without them."""
     outcome = next((o for o in job.analysed if o.path == d.trace), None)
     m = next((m for m in outcome.memory if m.device == d.device), None) if outcome else None
@@ -706,16 +707,16 @@ def render_text(
 
 
 def render_job(job: JobResult, console: Console, top: int = 10) -> None:
-    """Print the report of a job: one section per GPU, the rank table, job-level findings.
+    """Print the report of a run: per job, its findings across ranks, GPUs and rank table.
 
-    Above `_MAX_DEVICE_SECTIONS` GPUs the per-GPU sections give way to the findings ranked
-    over every GPU, so the report stays a few screens long at any number of ranks.
+    Traces of several jobs get one section each, headed by what the job is and why its traces
+    stand apart (`JobResult.jobs`). Within a job a named straggler's finding comes first: the
+    other ranks wait for it. Above `_MAX_DEVICE_SECTIONS` GPUs (over all jobs) the per-GPU
+    sections give way to the findings ranked over every GPU of the job, so the report stays a
+    few screens long at any number of ranks.
     """
-    diagnosis = job.diagnosis
     analysed = job.analysed
-    devices = [d for o in analysed for d in o.devices]
-    many = len(devices) > _MAX_DEVICE_SECTIONS
-    first = True
+    many = sum(len(o.devices) for o in analysed) > _MAX_DEVICE_SECTIONS
     noted = 0
     for o in analysed:
         for warning in o.warnings:
@@ -724,27 +725,21 @@ def render_job(job: JobResult, console: Console, top: int = 10) -> None:
                 console.print(Text(f"note: {o.path}: {warning}", style="yellow"))
     if many and noted > _MAX_NOTES:
         console.print(Text(f"note: {noted - _MAX_NOTES} more in --format json", style="yellow"))
-    if not many:
-        for d in devices:
-            if not first:
-                console.rule(style="dim")
-            first = False
-            console.print(_device(d, top, diagnosis.for_device(d), console.width))
-            memory = memory_summary(job, d)
-            if memory is not None:
-                console.print(Text(memory, style="bold"))
-    if job.cross is not None:
-        if not first:
+    parts = job.jobs or [Job(job.outcomes, job.cross)]
+    first = True
+    if len(parts) > 1:
+        console.print(
+            Text(
+                f"{len(parts)} jobs among {len(analysed)} traces: each is reported on its own",
+                style="bold",
+            )
+        )
+    for i, part in enumerate(parts):
+        if len(parts) > 1:
             console.rule(style="dim")
-        first = False
-        console.print(_rank_section(job, job.cross, per_gpu_shown=not many))
-    if many:
-        per_gpu = [f for f in diagnosis.ranked if f.id != "straggler"]
-        console.print(Group(*_findings_by_rule(per_gpu, len(devices))))
-    job_level = [f for f in diagnosis.ranked if f.id == "straggler"]
-    if job_level:
-        console.rule(style="dim")
-        console.print(Group(*_findings(job_level, "across ranks", with_where=True)))
+            console.print(job_header(part, i, len(parts)))
+            first = True
+        first = _render_part(job, part, console, top, many, first)
     if job.failed:
         lines = [Text("")] if not first else []
         lines.append(Text(f"{len(job.failed)} trace(s) could not be analysed:", style="yellow"))
@@ -753,6 +748,64 @@ def render_job(job: JobResult, console: Console, top: int = 10) -> None:
         if len(job.failed) > _MAX_NOTES:
             lines.append(Text(f"  {len(job.failed) - _MAX_NOTES} more in --format json"))
         console.print(Group(*lines))
+
+
+def job_title(part: Job, index: int, count: int) -> str:
+    """'Job 2 of 4: ranks 0-7, world size 8 (8 traces)': what one job of several is."""
+    ranks = part.ranks
+    if not ranks:
+        what = f"{part.outcomes[0].path} (no rank)" if part.outcomes else "no traces"
+    elif ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
+        what = f"ranks {ranks[0]}-{ranks[-1]}"
+    else:
+        what = ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+    world = f", world size {part.world_size}" if part.world_size is not None else ""
+    n = len(part.analysed)
+    return f"Job {index + 1} of {count}: {what}{world} ({n} trace{'s' if n != 1 else ''})"
+
+
+def job_header(part: Job, index: int, count: int) -> Group:
+    """The job's title and the notes that say why its traces stand apart."""
+    lines = [Text(job_title(part, index, count), style="bold")]
+    for note in part.notes[:_MAX_NOTES]:
+        lines.append(Text(f"note: {note}", style="yellow"))
+    if len(part.notes) > _MAX_NOTES:
+        lines.append(Text(f"note: {len(part.notes) - _MAX_NOTES} more in --format json"))
+    lines.append(Text(""))
+    return Group(*lines)
+
+
+def _render_part(
+    job: JobResult, part: Job, console: Console, top: int, many: bool, first: bool
+) -> bool:
+    """One job's section; returns whether nothing was printed yet (for the rules between)."""
+    diagnosis = job.diagnosis
+    found = job.findings_of(part)
+    job_level = [f for f in found if f.id == "straggler"]
+    if job_level:  # the straggler first: the other ranks' waiting is its doing
+        if not first:
+            console.rule(style="dim")
+        first = False
+        console.print(Group(*_findings(job_level, "across ranks", with_where=True)))
+    devices = [d for o in part.analysed for d in o.devices]
+    if not many:
+        for d in devices:
+            if not first:
+                console.rule(style="dim")
+            first = False
+            console.print(_device(d, top, diagnosis.for_device(d), console.width))
+            memory = memory_summary(part, d)
+            if memory is not None:
+                console.print(Text(memory, style="bold"))
+    if part.cross is not None:
+        if not first:
+            console.rule(style="dim")
+        first = False
+        console.print(_rank_section(part, part.cross, per_gpu_shown=not many))
+    if many:
+        per_gpu = [f for f in found if f.id != "straggler"]
+        console.print(Group(*_findings_by_rule(per_gpu, len(devices))))
+    return first
 
 
 _EXTREME_LABELS = {
@@ -776,7 +829,7 @@ def _value(category: str, v: float | None) -> str:
     return "–" if v is None else _ms(v)
 
 
-def _rank_section(job: JobResult, cross: CrossRank, per_gpu_shown: bool) -> Group:
+def _rank_section(job: Job, cross: CrossRank, per_gpu_shown: bool) -> Group:
     summaries = [s for o in job.analysed for s in o.summaries if s.rank is not None]
     worlds = sorted({s.world_size for s in summaries if s.world_size is not None})
     head = Text()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from badput.analysis.patterns import CATEGORIES, COMM_KINDS, COMM_OP_FAMILIES, name_table
+
 __all__ = ["TOPICS", "Topic"]
 
 
@@ -19,11 +21,50 @@ class Topic:
     title: str
     text: str
     limits: str
+    doc: str = "docs/ops.md"
+
+
+def _classify_text() -> str:
+    lines = [
+        "Every kernel gets a category (" + ", ".join(CATEGORIES) + "; memcpy and memset are "
+        "memory), a communication kind when it moves data between GPUs ("
+        + ", ".join(COMM_KINDS)
+        + "), and the evidence that decided it, shown in the kernel table (JSON: 'evidence'). "
+        "The evidence is tried in this order; the first that speaks decides:",
+        '  1. override: a rule of --classify FILE (TOML lines \'"regex" = "category"\' or '
+        '\'"regex" = "kind"\', at the top level or under [kernels]; first match wins; the '
+        "regex is searched in the kernel name).",
+        "  2. NCCL metadata: the kernel's own 'Collective name' arg.",
+        "  3. launching op: the nearest communication op or frame above the kernel's launch call, "
+        "with no other op between them (a copy that an all-gather launches through "
+        "aten::copy_ stays a copy). Communication ops and frames:",
+        *(f"       - {f}" for f in COMM_OP_FAMILIES),
+        "  4. name: the family of the kernel's callee (its function path without template "
+        "arguments); a name no family knows takes the family of its launching op (launching op "
+        "family: aten::mm/addmm/bmm/convolution -> gemm, attention ops -> attention).",
+        "  5. stream: an unknown kernel, launched by no plain op, on a stream whose other "
+        "kernels are all communication is communication.",
+        "The kind comes from NCCL metadata (own or the launching op's), else the launching op's "
+        "name, else the kernel name.",
+        "",
+        "Built-in name table (category | family | what it matches), tried in order:",
+    ]
+    lines += [f"  {cat} | {family} | {what}" for cat, family, what in name_table()]
+    return "\n".join(lines)
 
 
 TOPICS: dict[str, Topic] = {
     t.name: t
     for t in (
+        Topic(
+            "classify",
+            "kernel classes: category, communication kind, and the evidence that decides them",
+            _classify_text(),
+            "A kernel launched outside any op and named by no family stays 'other' unless its "
+            "stream says otherwise; --classify fixes such cases. Without the launch tree "
+            "(analyze_trace(model=False)) the launching-op evidence is skipped.",
+            "docs/analysis.md",
+        ),
         Topic(
             "ops",
             "top ops: GPU time per op, shapes and dtype, on its roofline",

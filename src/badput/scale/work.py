@@ -7,8 +7,12 @@ path and options, and never returns the trace itself.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from badput.diagnose import RankOutcome, outcome_of
+
+if TYPE_CHECKING:
+    from badput.analysis.classify import ClassRules
 from badput.errors import BadputError, TraceFormatError
 
 __all__ = ["analyze_path"]
@@ -20,15 +24,18 @@ def analyze_path(
     top: int = 10,
     progress: Callable[[int], None] | None = None,
     step_range: str | None = None,
+    rules: ClassRules | None = None,
 ) -> RankOutcome:
     """Analyse one trace file into its compact outcome; a bad trace becomes a failed outcome.
 
     Args:
         path: the trace file.
-        window: `--window` text (`steps:A-B`, `ns:T0-T1`, `us:T0-T1`), None for the default.
+        window: `--window` text (`steps:N`, `steps:A-B`, `ns:T0-T1`, `us:T0-T1`), None for the
+            default.
         top: kernels kept per GPU (0 keeps all).
         progress: called with uncompressed bytes read so far (in-process runs only).
         step_range: `--step-range` text: the name of the ranges that delimit steps.
+        rules: `--classify` overrides of the kernel classes.
 
     Returns:
         The outcome, or one with `error` set to the reason the trace could not be read.
@@ -43,7 +50,7 @@ def analyze_path(
     spec = WindowSpec.parse(window) if window is not None else None
     try:
         trace = load_trace(path, progress=progress, step_range=step_range)
-        devices = analyze_trace(trace, spec)
+        devices = analyze_trace(trace, spec, rules=rules)
     except TraceFormatError as e:
         return RankOutcome(path=path, error=e.problem)
     except BadputError as e:
