@@ -307,7 +307,12 @@ DEVICE_KEYS = {
     "modules",
     "efficiency",
     "attribution",
+    "launch",
 }
+LAUNCH_KEYS = {
+    "delay_us", "outliers", "queue_empty_share", "queue_depth_max", "slow_launch_calls",
+    "slow_launch_excess_us", "warnings",
+}  # fmt: skip
 OP_KEYS = {
     "op", "category", "input_dims", "input_types", "count", "kernel_time_us", "gflops", "bytes",
     "precision", "tflops_per_s", "tb_per_s", "intensity", "bound", "roof_share", "module",
@@ -388,6 +393,8 @@ def test_json_schema(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert set(dev["efficiency"]) == EFFICIENCY_KEYS
         assert all(set(s) == STAGE_KEYS for s in dev["efficiency"]["waterfall"])
         assert set(dev["attribution"]) == ATTRIBUTION_KEYS
+        assert set(dev["launch"]) == LAUNCH_KEYS
+        assert set(dev["launch"]["delay_us"]) == {"median", "p90", "max"}
     assert set(doc["ranks"]) == RANKS_KEYS
     (rank,) = doc["ranks"]["per_rank"]
     assert set(rank) == PER_RANK_KEYS
@@ -467,4 +474,5 @@ def test_json_schema_without_gpu_activity(
     assert dev["step_time_us"] is None
     assert dev["steps"] == [] and dev["kernels"] == []
     assert dev["ops"] is dev["modules"] is dev["efficiency"] is dev["attribution"] is None
+    assert dev["launch"] is None
     assert dev["op_categories"] is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ import numpy.typing as npt
 
 from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
 from badput.analysis.intervals import IntervalSet
+from badput.analysis.launch import launch_stats
 from badput.analysis.ops import analyze_ops
 from badput.analysis.patterns import (
     CATEGORIES,
@@ -359,4 +361,7 @@ def analyze_trace(
     classes = classify_kernels(trace, tree, rules)
     comm_row = classes.comm_mask(len(trace))
     hip = _mostly_hip(trace)
-    return [_analyze_device(trace, host, d, window, tree, classes, comm_row, hip) for d in devices]
+    out = [_analyze_device(trace, host, d, window, tree, classes, comm_row, hip) for d in devices]
+    if tree is None:
+        return out
+    return [dataclasses.replace(d, launch=launch_stats(trace, d, tree)) for d in out]

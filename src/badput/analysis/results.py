@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from badput.analysis.classify import KernelClasses
     from badput.analysis.intervals import IntervalSet
+    from badput.analysis.launch import LaunchStats
     from badput.analysis.ops import ModelAnalysis
     from badput.analysis.tree import LaunchTree
 
@@ -183,6 +184,8 @@ class DeviceAnalysis:
             was not computed (a trace without GPU activity, or `model=False`).
         runtime_api: the GPU runtime the host calls go to: "HIP" on AMD GPUs (by the GPU's
             name, else by the host calls, hip* against cuda*), else "CUDA".
+        launch: launch delays, queue depth, starved queues and slow launch calls of the
+            window (`badput.analysis.launch`); None where the launch tree was not built.
     """
 
     trace: str
@@ -206,6 +209,7 @@ class DeviceAnalysis:
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
     model: ModelAnalysis | None = field(default=None, repr=False, compare=False)
     runtime_api: str = "CUDA"
+    launch: LaunchStats | None = field(default=None, repr=False, compare=False)
 
     @property
     def short_kernel_share(self) -> float | None:

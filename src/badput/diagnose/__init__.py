@@ -169,7 +169,12 @@ def outcome_of(trace: Trace, devices: list[DeviceAnalysis], top: int = 0) -> Ran
     ]
     summaries = [summarize_rank(trace, d) for d in devices if d.goodput is not None]
     compact = [
-        dataclasses.replace(d, timeline=None, kernels=d.kernels[:top] if top > 0 else d.kernels)
+        dataclasses.replace(
+            d,
+            timeline=None,
+            kernels=d.kernels[:top] if top > 0 else d.kernels,
+            launch=d.launch.compact() if d.launch is not None else None,
+        )
         for d in devices
     ]
     return RankOutcome(

@@ -10,6 +10,7 @@ import msgspec
 
 from badput import __version__
 from badput.analysis.comm import CollectiveStat, link_peak_gbps
+from badput.analysis.launch import LaunchStats
 from badput.analysis.memory import MemoryTimeline
 from badput.analysis.ops import ModelAnalysis
 from badput.analysis.ranks import CrossRank, Extreme, RankSummary
@@ -213,6 +214,38 @@ def _device(
         "findings": [finding_dict(f) for f in findings],
         "memory": memory_dict(memory),
         **model_dict(d.model),
+        "launch": launch_dict(d.launch),
+    }
+
+
+def launch_dict(launch: LaunchStats | None) -> dict[str, Any] | None:
+    """The `launch` object of a device (`badput.analysis.launch`); None without a tree."""
+    if launch is None:
+        return None
+    delay = launch.delay
+    return {
+        "delay_us": None
+        if delay is None
+        else {
+            "median": delay.median_ns / 1000,
+            "p90": delay.p90_ns / 1000,
+            "max": us(delay.max_ns),
+        },
+        "outliers": [
+            {
+                "op": o.op,
+                "count": o.count,
+                "median_delay_us": o.median_delay_ns / 1000,
+                "max_delay_us": us(o.max_delay_ns),
+                "total_delay_us": us(o.total_delay_ns),
+            }
+            for o in launch.outliers
+        ],
+        "queue_empty_share": launch.queue_empty_share,
+        "queue_depth_max": launch.queue_depth_max,
+        "slow_launch_calls": launch.slow_calls,
+        "slow_launch_excess_us": us(launch.slow_call_excess_ns),
+        "warnings": list(launch.warnings),
     }
 
 

@@ -44,6 +44,7 @@ from badput.report.text import (
     attribution_lines,
     collective_cells,
     job_title,
+    launch_line,
     memory_summary,
     mfu_line,
     op_cells,
@@ -195,6 +196,8 @@ def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> lis
             lines.append(f"\n{wanted - len(shown)} more operations in `--format json`.")
     if d.model is not None:
         lines += _model_lines(d, d.model, top)
+    if d.launch is not None and d.launch.delay is not None:
+        lines.append(f"\n{md_escape(launch_line(d))}")
     for w in d.warnings[:_MAX_NOTES]:
         lines.append(f"\n- note: {md_escape(w)}")
     return [*lines, ""]

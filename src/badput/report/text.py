@@ -71,6 +71,29 @@ _CAUSES = (
 )
 
 
+def launch_line(d: DeviceAnalysis) -> str:
+    """One line of launch statistics: delay, queue depth, starved queues (issue 19)."""
+    launch = d.launch
+    assert launch is not None and launch.delay is not None
+    delay = launch.delay
+    text = (
+        f"launch delay (kernel start - end of its launch call): median "
+        f"{delay.median_ns / 1e3:,.1f} us, p90 {delay.p90_ns / 1e3:,.1f} us, max "
+        f"{delay.max_ns / 1e3:,.1f} us; queue depth max {launch.queue_depth_max}"
+    )
+    if launch.queue_empty_share is not None:
+        text += (
+            f"; every queue empty while the host ran {100 * launch.queue_empty_share:.1f} % "
+            "of the window"
+        )
+    if launch.outliers:
+        top = launch.outliers[0]
+        text += (
+            f"; slowest launches under {top.op} ({top.count}, max {top.max_delay_ns / 1e3:,.1f} us)"
+        )
+    return text
+
+
 def _pct(part: int | float, whole: int | float) -> str:
     return f"{100 * part / whole:5.1f} %" if whole else "    – "
 
@@ -639,6 +662,9 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding], width: int = 1
             )
     if d.model is not None and top != 0:
         parts += _model_section(d, d.model, top, width)
+    if d.launch is not None and d.launch.delay is not None:
+        parts.append(Text(""))
+        parts.append(Text(launch_line(d), style="dim"))
     stats = d.step_time_stats_ns()
     if stats is not None:
         mean, median, longest = stats

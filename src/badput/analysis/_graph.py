@@ -1,0 +1,526 @@
+"""The dependency graph of one GPU's window: numpy arrays of nodes and edges.
+
+Private to `analysis.critical_path`, which states the rules (and docs/critical_path.md). Each
+event of the graph (a host op or runtime call, a GPU activity) gives two nodes, its start and
+its end. Every node lies on one *chain*: the host events of one thread in depth-first order
+(starts and ends by time), or the GPU activities of one stream in stream order. Chain edges
+join consecutive nodes of a chain; *cross* edges join chains (launches, synchronization,
+event waits). Nodes are numbered in a topological order: by time, and at equal times GPU
+ends, host ends (inner first), host starts (outer first), GPU starts, so that every edge of a
+well-formed trace goes from a lower to a higher node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.analysis._nesting import dense_pairs, nest
+from badput.analysis.tree import LaunchTree
+from badput.trace.model import NO_ID, EventKind, FlowPhase, Trace
+
+I64 = npt.NDArray[np.int64]
+I8 = npt.NDArray[np.int8]
+Bools = npt.NDArray[np.bool_]
+
+#: Edge types (`DependencyGraph.edge_type`); `EDGE_TYPES[k]` names type k.
+(
+    HOST,
+    DEPENDENCY,
+    BLOCKING,
+    GPU,
+    KERNEL_GAP,
+    LAUNCH_DELAY,
+    LAUNCH,
+    SYNC,
+    EVENT_WAIT,
+) = range(9)
+EDGE_TYPES = (
+    "host",
+    "dependency",
+    "blocking",
+    "gpu",
+    "kernel_gap",
+    "launch_delay",
+    "launch",
+    "sync",
+    "event_wait",
+)
+#: Marks "no chain edge into this node" in `DependencyGraph.chain_type`.
+NO_EDGE = -1
+
+# The cuda_sync event names Kineto writes (libkineto CuptiActivity.cpp, `syncTypeString`).
+STREAM_SYNC, CONTEXT_SYNC, EVENT_SYNC, STREAM_WAIT = (
+    "Stream Sync",
+    "Context Sync",
+    "Event Sync",
+    "Stream Wait Event",
+)
+_HOST_KINDS = (EventKind.CPU_OP, EventKind.RUNTIME, EventKind.DRIVER)
+_RANK = np.full(256, 3, dtype=np.int8)
+for _r, _k in enumerate(_HOST_KINDS):
+    _RANK[int(_k)] = _r
+# Order of node classes at equal times (see the module docstring).
+_GPU_END, _HOST_END, _HOST_START, _GPU_START = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class EventWaits:
+    """Which `cudaEventRecord` each event wait waited on: args of Kineto's cuda_sync rows.
+
+    Kineto writes, on `Event Sync` and `Stream Wait Event` rows, `wait_on_cuda_event_record_
+    corr_id` (the correlation id of the `cudaEventRecord` call) and `wait_on_stream` (the
+    stream the event was recorded on). Without them the graph pairs each wait with the last
+    `cudaEventRecord` on its thread and the stream of the last launch before it, and says so.
+
+    Attributes:
+        row: the cuda_sync Trace rows.
+        record_correlation: the record call's correlation id, `NO_ID` where unknown.
+        record_stream: the stream it was recorded on, `NO_ID` where unknown.
+    """
+
+    row: I64
+    record_correlation: I64
+    record_stream: I64
+
+
+@dataclass(frozen=True, eq=False)
+class DependencyGraph:
+    """Nodes (event starts and ends) and edges of one window, in topological node order.
+
+    Attributes:
+        node_row: the Trace row of each node's event.
+        node_event: index into the events (`event_row`) of each node's event.
+        node_start: True for an event's start node, False for its end node.
+        node_ns: the node's time (GPU ends clipped where activities overlap on a stream).
+        node_chain: chain of each node (host threads first, then streams).
+        chain_pred: the previous node on the node's chain, `NO_ID` at a chain's first node.
+        chain_type: type of the chain edge from `chain_pred`, `NO_EDGE` where there is none.
+        chain_weight_ns: its weight (0 without one).
+        edge_src, edge_dst, edge_type, edge_weight_ns: the cross edges, by destination.
+        event_row: the Trace row of each event (host events in open order, then GPU).
+        event_parent: index into the events of each host event's parent, `NO_ID` at a root
+            (and for GPU activities).
+        n_host: number of host events (the first `n_host` events).
+        warnings: what the trace lacked for a complete graph.
+    """
+
+    node_row: I64
+    node_event: I64
+    node_start: Bools
+    node_ns: I64
+    node_chain: I64
+    chain_pred: I64
+    chain_type: I8
+    chain_weight_ns: I64
+    edge_src: I64
+    edge_dst: I64
+    edge_type: I8
+    edge_weight_ns: I64
+    event_row: I64
+    event_parent: I64
+    n_host: int
+    warnings: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        """Number of nodes."""
+        return int(self.node_row.shape[0])
+
+    def all_edges(self) -> tuple[I64, I64, I8, I64]:
+        """(src node, dst node, type, weight_ns) of every edge, chain edges first."""
+        has = np.flatnonzero(self.chain_type != NO_EDGE)
+        return (
+            np.concatenate([self.chain_pred[has], self.edge_src]),
+            np.concatenate([has.astype(np.int64), self.edge_dst]),
+            np.concatenate([self.chain_type[has], self.edge_type]).astype(np.int8),
+            np.concatenate([self.chain_weight_ns[has], self.edge_weight_ns]),
+        )
+
+
+def _last_at_or_before(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, after: bool = False) -> I64:
+    """Per query, the index of the `a` with its key and the latest time <= the query's.
+
+    With `after`, the `a` with the earliest time >= the query's instead. `NO_ID` where none.
+    """
+    out = np.full(key_q.shape[0], NO_ID, dtype=np.int64)
+    if key_a.shape[0] == 0 or key_q.shape[0] == 0:
+        return out
+    times = np.concatenate([t_a, t_q])
+    keys = np.concatenate([key_a, key_q])
+    t_lo, k_lo = int(times.min()), int(keys.min())
+    width = int(times.max()) - t_lo + 1
+    if (int(keys.max()) - k_lo + 1) * width >= 1 << 62:  # dense ranks where the span is wide
+        times = np.unique(times, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        keys = np.unique(keys, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        t_lo = k_lo = 0
+        width = int(times.max()) + 1
+    comb = (keys - k_lo) * width + (times - t_lo)
+    ca, cq = comb[: key_a.shape[0]], comb[key_a.shape[0] :]
+    order = np.argsort(ca, kind="stable")
+    cs = ca[order]
+    if after:
+        i = np.searchsorted(cs, cq, side="left")
+        ok = i < cs.shape[0]
+    else:
+        i = np.searchsorted(cs, cq, side="right") - 1
+        ok = i >= 0
+    hit = order[np.clip(i, 0, cs.shape[0] - 1)]
+    ok &= ca[hit] // width == cq // width
+    out[ok] = hit[ok]
+    return out
+
+
+def _by_correlation(trace: Trace, rows: I64, wanted: I64) -> I64:
+    """Per wanted correlation id, the row of `rows` with it, `NO_ID` where none."""
+    out = np.full(wanted.shape[0], NO_ID, dtype=np.int64)
+    if rows.shape[0] == 0:
+        return out
+    corr = trace.correlation[rows]
+    order = np.argsort(corr, kind="stable")
+    sc = corr[order]
+    i = np.minimum(np.searchsorted(sc, wanted), sc.shape[0] - 1)
+    ok = (sc[i] == wanted) & (wanted != NO_ID)
+    out[ok] = rows[order[i[ok]]]
+    return out
+
+
+def build_graph(
+    trace: Trace,
+    tree: LaunchTree,
+    device: int,
+    start_ns: int,
+    end_ns: int,
+    blocking_rows: I64,
+    waits: EventWaits | None,
+) -> DependencyGraph:
+    """The dependency graph of `device` over host events starting in `[start_ns, end_ns]`.
+
+    Args:
+        trace: the trace.
+        tree: its launch tree.
+        device: the GPU.
+        start_ns: window start; host events that start in the window are in the graph (as
+            HTA clips), and the GPU activities they launched (activities without a launch
+            call: those that start in the window).
+        end_ns: window end (inclusive).
+        blocking_rows: host calls that waited for this GPU (`analysis.blocking`).
+        waits: the event a wait waited on, where the reader kept it.
+    """
+    warnings: list[str] = []
+    ts, dur, kind = trace.ts_ns, trace.dur_ns, trace.kind
+    in_window = (ts >= start_ns) & (ts <= end_ns)
+    is_host = np.zeros(len(trace), dtype=np.bool_)
+    for k in _HOST_KINDS:
+        is_host |= kind == int(k)
+    is_host &= (trace.phase == FlowPhase.COMPLETE) & (dur > 0) & in_window
+    host = np.flatnonzero(is_host).astype(np.int64)
+
+    # GPU activities: launched by a host event of the graph, else starting in the window.
+    g_row, g_launch = tree.row, tree.launch_row
+    launched = np.zeros(g_row.shape[0], dtype=np.bool_)
+    launched[g_launch >= 0] = is_host[g_launch[g_launch >= 0]]
+    keep = (trace.device[g_row] == device) & (dur[g_row] > 0)
+    keep &= launched | ((g_launch < 0) & in_window[g_row])
+    g_row, g_launch = g_row[keep], np.where(launched[keep], g_launch[keep], NO_ID)
+    if host.shape[0] == 0:
+        warnings.append("no host events in the window: the path is the GPU's alone")
+    unlinked = int((g_launch < 0).sum())
+    if unlinked and host.shape[0]:
+        warnings.append(
+            f"{unlinked} GPU activities have no launch call in the window (no correlation "
+            "id or launch flow): no launch edges into them"
+        )
+
+    # Streams: order by (stream, start); an activity overlapping the next on its stream (a
+    # trace fault) ends where the next begins, and one left without length is dropped.
+    stream = trace.stream[g_row]
+    order = np.lexsort((trace.end_ns[g_row], ts[g_row], stream))
+    g_row, g_launch, stream = g_row[order], g_launch[order], stream[order]
+    g_start, g_end = ts[g_row], trace.end_ns[g_row]
+    same_next = np.zeros(g_row.shape[0], dtype=np.bool_)
+    same_next[:-1] = stream[1:] == stream[:-1]
+    nxt = np.append(g_start[1:], 0)
+    clipped = same_next & (g_end > nxt)
+    g_end = np.where(clipped, nxt, g_end)
+    ok = g_end > g_start
+    if int(clipped.sum()):
+        warnings.append(
+            f"{int(clipped.sum())} GPU activities overlap the next on their stream: each ends "
+            "where the next begins"
+        )
+    g_row, g_launch, stream, g_start, g_end = (
+        a[ok] for a in (g_row, g_launch, stream, g_start, g_end)
+    )
+    s_ids, s_dense = np.unique(stream, return_inverse=True)
+    s_dense = s_dense.reshape(-1).astype(np.int64)
+
+    # Host nesting per thread.
+    thread = dense_pairs(trace.pid[host], trace.tid[host]) if host.shape[0] else host
+    h_kind = kind[host]
+
+    def rank(at: I64) -> npt.NDArray[np.int8]:
+        r: npt.NDArray[np.int8] = _RANK[h_kind[at]]
+        return r
+
+    h_order, h_parent, h_thread, h_start, h_end = nest(thread, ts[host], trace.end_ns[host], rank)
+    host = host[h_order]
+    n_host, n_gpu = host.shape[0], g_row.shape[0]
+    depth = np.zeros(n_host, dtype=np.int64)
+    up = h_parent.copy()
+    while (climbing := up >= 0).any():
+        depth[climbing] += 1
+        up[climbing] = h_parent[up[climbing]]
+    n_threads = int(h_thread.max()) + 1 if n_host else 0
+
+    # Nodes: event e has start node e and end node E + e before sorting.
+    n_ev = n_host + n_gpu
+    ev_row = np.concatenate([host, g_row])
+    ev_chain = np.concatenate([h_thread, n_threads + s_dense])
+    t = np.concatenate([h_start, g_start, h_end, g_end])
+    cls = np.concatenate(
+        [
+            np.full(n_host, _HOST_START),
+            np.full(n_gpu, _GPU_START),
+            np.full(n_host, _HOST_END),
+            np.full(n_gpu, _GPU_END),
+        ]
+    )
+    sub = np.concatenate([depth, np.zeros(n_gpu, np.int64), -depth, np.zeros(n_gpu, np.int64)])
+    chain = np.concatenate([ev_chain, ev_chain])
+    topo = np.lexsort((chain, sub, cls, t))
+    pos = np.empty(2 * n_ev, dtype=np.int64)
+    pos[topo] = np.arange(2 * n_ev)
+    node_event = topo % n_ev if n_ev else topo
+    node_start = topo < n_ev
+    node_ns, node_chain = t[topo], chain[topo]
+    start_node, end_node = pos[:n_ev], pos[n_ev:]
+
+    # Chain edges: consecutive nodes of a chain.
+    by_chain = np.lexsort((np.arange(2 * n_ev), node_chain))
+    pred = np.full(2 * n_ev, NO_ID, dtype=np.int64)
+    if by_chain.shape[0] > 1:
+        same = node_chain[by_chain[1:]] == node_chain[by_chain[:-1]]
+        pred[by_chain[1:][same]] = by_chain[:-1][same]
+    has = pred >= 0
+    u = np.maximum(pred, 0)
+    ev_v, ev_u = node_event, node_event[u]
+    is_host_node = ev_v < n_host
+    ctype = np.full(2 * n_ev, NO_EDGE, dtype=np.int8)
+    weight = np.where(has, node_ns - node_ns[u], 0)
+    parent_ev = np.concatenate([h_parent, np.full(n_gpu, NO_ID, dtype=np.int64)])
+    root = parent_ev < 0
+    blocking = np.zeros(n_ev, dtype=np.bool_)
+
+    # Launch edges, and stream order (a kernel gap, or a launch delay where the queue of the
+    # stream was empty when the launch call began: HTA's rule).
+    g_ev = n_host + np.arange(n_gpu)
+    launch_ev = np.full(n_gpu, NO_ID, dtype=np.int64)
+    host_sorted = np.argsort(host, kind="stable")
+    has_launch = g_launch >= 0
+    if n_host:
+        at = np.searchsorted(host[host_sorted], g_launch[has_launch])
+        launch_ev[has_launch] = host_sorted[np.minimum(at, n_host - 1)]
+    prev_same = np.zeros(n_gpu, dtype=np.bool_)
+    prev_same[1:] = s_dense[1:] == s_dense[:-1]
+    prev_end = np.append(np.int64(0), g_end[:-1])
+    launch_ts = np.where(has_launch, ts[np.maximum(g_launch, 0)], 0)
+    empty_queue = has_launch & (~prev_same | (prev_end < launch_ts))
+    src: list[I64] = []
+    dst: list[I64] = []
+    etype: list[I8] = []
+    ew: list[I64] = []
+    if has_launch.any():
+        lk = np.flatnonzero(has_launch)
+        src.append(start_node[launch_ev[lk]])
+        dst.append(start_node[g_ev[lk]])
+        etype.append(np.where(empty_queue[lk], LAUNCH_DELAY, LAUNCH).astype(np.int8))
+        ew.append(np.where(empty_queue[lk], np.maximum(g_start[lk] - launch_ts[lk], 0), 0))
+
+    # Synchronization: cuda_sync rows name the call and what it waited for.
+    sync_rows = np.flatnonzero((kind == EventKind.SYNC) & (trace.device == device))
+    calls = host[(kind[host] == EventKind.RUNTIME) | (kind[host] == EventKind.DRIVER)]
+    ev_of_row = np.full(len(trace), NO_ID, dtype=np.int64)
+    ev_of_row[ev_row] = np.arange(n_ev)
+    g_key = np.where(has_launch, launch_ts, g_start)  # when each activity was queued
+    g_thread = np.full(n_gpu, NO_ID, dtype=np.int64)
+    g_thread[has_launch] = h_thread[launch_ev[has_launch]]
+
+    def last_queued(streams: I64, at_ns: I64) -> I64:
+        """GPU event of the last activity on each stream queued at or before `at_ns`."""
+        found = _last_at_or_before(s_dense, g_key, streams, at_ns)
+        return np.where(found >= 0, n_host + found, NO_ID)
+
+    def add(s: I64, d: I64, kind_: int, w: I64 | None = None) -> None:
+        okd = (s >= 0) & (d >= 0)
+        if okd.any():
+            src.append(s[okd])
+            dst.append(d[okd])
+            etype.append(np.full(int(okd.sum()), kind_, dtype=np.int8))
+            ew.append(np.zeros(int(okd.sum()), np.int64) if w is None else w[okd])
+
+    def stream_of(values: I64) -> I64:
+        i = np.minimum(np.searchsorted(s_ids, values), max(s_ids.shape[0] - 1, 0))
+        if s_ids.shape[0] == 0:
+            return np.full(values.shape[0], NO_ID, dtype=np.int64)
+        return np.where(s_ids[i] == values, i, NO_ID).astype(np.int64)
+
+    names = trace.names
+    sync_name = trace.name_id[sync_rows]
+    covered = np.zeros(n_ev, dtype=np.bool_)
+
+    def named(name: str) -> I64:
+        nid = names.index(name) if name in names else -2
+        picked: I64 = sync_rows[sync_name == nid].astype(np.int64)
+        return picked
+
+    def node_of(ev: I64, nodes: I64) -> I64:
+        if nodes.shape[0] == 0:
+            return np.full(ev.shape[0], NO_ID, dtype=np.int64)
+        found: I64 = np.where(ev >= 0, nodes[np.maximum(ev, 0)], NO_ID)
+        return found
+
+    for name in (STREAM_SYNC, CONTEXT_SYNC):
+        rows = named(name)
+        call_row = _by_correlation(trace, calls, trace.correlation[rows])
+        call_ev = np.where(call_row >= 0, ev_of_row[np.maximum(call_row, 0)], NO_ID)
+        call_ts = ts[np.maximum(call_row, 0)]
+        if name == STREAM_SYNC:
+            per = [stream_of(trace.stream[rows])]
+        else:
+            per = [np.full(rows.shape[0], s, dtype=np.int64) for s in range(s_ids.shape[0])]
+        for streams in per:
+            gpu_ev = np.where(streams >= 0, last_queued(streams, call_ts), NO_ID)
+            add(node_of(gpu_ev, end_node), node_of(call_ev, end_node), SYNC)
+        covered[call_ev[call_ev >= 0]] = True
+
+    # Event waits: the last activity queued on the recorded stream before the record.
+    records = host[trace.name_mask(lambda n: "EventRecord" in n)[trace.name_id[host]]]
+    used_fallback = 0
+    for name in (EVENT_SYNC, STREAM_WAIT):
+        rows = named(name)
+        if rows.shape[0] == 0:
+            continue
+        call_row = _by_correlation(trace, calls, trace.correlation[rows])
+        call_ev = np.where(call_row >= 0, ev_of_row[np.maximum(call_row, 0)], NO_ID)
+        rec_corr = np.full(rows.shape[0], NO_ID, dtype=np.int64)
+        rec_stream = np.full(rows.shape[0], NO_ID, dtype=np.int64)
+        if waits is not None:
+            wi = np.searchsorted(waits.row, rows)
+            wi_c = np.minimum(wi, max(waits.row.shape[0] - 1, 0))
+            hit = (
+                (wi < waits.row.shape[0]) & (waits.row[wi_c] == rows)
+                if waits.row.shape[0]
+                else wi < 0
+            )
+            rec_corr[hit] = waits.record_correlation[wi_c[hit]]
+            rec_stream[hit] = waits.record_stream[wi_c[hit]]
+        rec_row = _by_correlation(trace, records, rec_corr)
+        # Without the args: the last record on the call's thread before it, on the stream
+        # of the last activity that thread queued before the record.
+        guess = (rec_row < 0) & (call_ev >= 0)
+        if guess.any() and records.shape[0]:
+            rec_thread = dense_pairs(
+                np.concatenate([trace.pid[records], trace.pid[call_row[guess]]]),
+                np.concatenate([trace.tid[records], trace.tid[call_row[guess]]]),
+            )
+            r_key, q_key = rec_thread[: records.shape[0]], rec_thread[records.shape[0] :]
+            found = _last_at_or_before(r_key, ts[records], q_key, ts[call_row[guess]] - 1)
+            rec_row[np.flatnonzero(guess)] = np.where(
+                found >= 0, records[np.maximum(found, 0)], NO_ID
+            )
+            used_fallback += int((found >= 0).sum())
+        need_stream = (rec_stream < 0) & (rec_row >= 0)
+        if need_stream.any() and n_gpu:
+            rr = rec_row[need_stream]
+            rt = ev_of_row[rr]
+            rthread = np.where(rt >= 0, h_thread[np.maximum(rt, 0)], NO_ID)
+            last = _last_at_or_before(g_thread, g_key, rthread, ts[rr])
+            rec_stream[need_stream] = np.where(
+                last >= 0, s_ids[s_dense[np.maximum(last, 0)]], NO_ID
+            )
+        src_ev = last_queued(
+            stream_of(rec_stream), np.where(rec_row >= 0, ts[np.maximum(rec_row, 0)], 0)
+        )
+        src_ev = np.where(rec_row >= 0, src_ev, NO_ID)
+        src_node = node_of(src_ev, end_node)
+        if name == EVENT_SYNC:
+            add(src_node, node_of(call_ev, end_node), SYNC)
+            covered[call_ev[call_ev >= 0]] = True
+        else:
+            # The next activity the waiting thread queues on the waiting stream.
+            wstream = stream_of(trace.stream[rows])
+            cthread = np.where(call_ev >= 0, h_thread[np.maximum(call_ev, 0)], NO_ID)
+            key_a = dense_pairs(
+                np.concatenate([g_thread, cthread]), np.concatenate([s_dense, wstream])
+            )
+            nxt_i = _last_at_or_before(
+                key_a[:n_gpu], g_key, key_a[n_gpu:], ts[np.maximum(call_row, 0)], after=True
+            )
+            ok_d = (nxt_i >= 0) & (call_ev >= 0) & (wstream >= 0) & has_launch[np.maximum(nxt_i, 0)]
+            dst_node = node_of(np.where(ok_d, n_host + nxt_i, NO_ID), start_node)
+            add(src_node, dst_node, EVENT_WAIT)
+    if used_fallback:
+        warnings.append(
+            f"{used_fallback} event waits paired with the last cudaEventRecord on their thread "
+            "(the trace keeps no wait_on_cuda_event_record_corr_id)"
+        )
+
+    # Blocking calls no cuda_sync row names: they waited for the last activity queued on
+    # each stream before them (a blocking copy: its own copy among them).
+    b_ev = ev_of_row[blocking_rows[(blocking_rows >= 0) & (blocking_rows < len(trace))]]
+    b_ev = b_ev[b_ev >= 0]
+    blocking[b_ev] = True
+    b_ev = b_ev[~covered[b_ev]]
+    for s in range(s_ids.shape[0]):
+        gpu_ev = last_queued(np.full(b_ev.shape[0], s, dtype=np.int64), ts[ev_row[b_ev]])
+        add(node_of(gpu_ev, end_node), end_node[b_ev], SYNC)
+    blocking |= covered
+
+    # Chain edge types.
+    host_v = has & is_host_node
+    dep = host_v & ~node_start[u] & root[ev_u] & node_start & root[ev_v]
+    blk = host_v & ~node_start & blocking[ev_v]
+    ctype[host_v] = HOST
+    ctype[dep] = DEPENDENCY
+    ctype[blk] = BLOCKING
+    gpu_v = has & ~is_host_node
+    ctype[gpu_v & ~node_start] = GPU
+    gap = gpu_v & node_start
+    g_index = np.maximum(ev_v - n_host, 0)
+    gap_cut = gap & empty_queue[g_index]
+    ctype[gap & ~gap_cut] = KERNEL_GAP
+    weight[(ctype == DEPENDENCY) | (ctype == BLOCKING) | (ctype == NO_EDGE)] = 0
+
+    e_src = np.concatenate(src) if src else np.zeros(0, np.int64)
+    e_dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
+    e_type = np.concatenate(etype) if etype else np.zeros(0, np.int8)
+    e_w = np.concatenate(ew) if ew else np.zeros(0, np.int64)
+    back = e_src >= e_dst
+    if back.any():
+        warnings.append(
+            f"{int(back.sum())} edges run backwards in time (clock skew between host and "
+            "GPU): left out"
+        )
+    fwd = ~back
+    e_src, e_dst, e_type, e_w = e_src[fwd], e_dst[fwd], e_type[fwd], e_w[fwd]
+    by_dst = np.argsort(e_dst, kind="stable")
+    return DependencyGraph(
+        node_row=ev_row[node_event],
+        node_event=node_event.astype(np.int64),
+        node_start=node_start,
+        node_ns=node_ns,
+        node_chain=node_chain,
+        chain_pred=pred,
+        chain_type=ctype,
+        chain_weight_ns=np.maximum(weight, 0),
+        edge_src=e_src[by_dst],
+        edge_dst=e_dst[by_dst],
+        edge_type=e_type[by_dst].astype(np.int8),
+        edge_weight_ns=np.maximum(e_w[by_dst], 0),
+        event_row=ev_row,
+        event_parent=parent_ev,
+        n_host=n_host,
+        warnings=warnings,
+    )

@@ -1,0 +1,545 @@
+"""The critical path of a GPU's window: the longest path through its dependency graph.
+
+The graph (`_graph.build_graph`, defined as HTA's critical-path analysis defines it: its
+`CPGraph`, facebookresearch/HolisticTraceAnalysis `hta/analyzers/critical_path_analysis.py`)
+has a start and an end node per host op or runtime call and per GPU activity, and edges:
+
+- host: along each thread in depth-first order (an op's start to its first child's start, a
+  child's end to the next child's start or its parent's end), weighted by the time between;
+  consecutive top-level events of a thread join by a zero-weight `dependency` edge, and the
+  edge into the end of a blocking call (one that waited for the GPU) weighs nothing: the
+  wait is the GPU's work, reached through a `sync` edge;
+- gpu: an activity's start to its end (its duration); `kernel_gap`: the previous activity's
+  end on the stream to its start (the gap), or, where the stream's queue was empty when the
+  launch call began, `launch_delay`: the launch call's start to the activity's start (the
+  delay); a zero-weight `launch` edge otherwise (a kernel never starts before its launch);
+- sync: the end of the GPU work a blocking call waited for to the call's end (zero weight):
+  cudaStreamSynchronize / cudaDeviceSynchronize / cudaEventSynchronize from Kineto's
+  cuda_sync rows, and every call `analysis.blocking` finds blocking (blocking copies too),
+  from the last activity queued before it on each stream;
+- event_wait: `cudaEventRecord` -> `cudaStreamWaitEvent`: the end of the last activity
+  queued on the recorded stream before the record to the start of the next activity the
+  waiting thread queues on the waiting stream (zero weight).
+
+The path is the longest through this DAG (any start, any end). Its length splits exactly into
+`BREAKDOWN_KEYS` by the types of its edges. The longest path is a dynamic program along the
+chains (threads and streams): within a block of nodes, a segmented running maximum per chain,
+repeated until the cross edges settle (as many rounds as the path hops between chains in the
+block, plus one), so numpy does the work and no Python runs per event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.analysis._graph import (
+    BLOCKING,
+    DEPENDENCY,
+    EDGE_TYPES,
+    EVENT_WAIT,
+    GPU,
+    HOST,
+    KERNEL_GAP,
+    LAUNCH,
+    LAUNCH_DELAY,
+    NO_EDGE,
+    SYNC,
+    DependencyGraph,
+    EventWaits,
+    build_graph,
+)
+from badput.analysis.blocking import blocking_calls
+from badput.analysis.classify import KernelClasses
+from badput.analysis.patterns import CATEGORIES
+from badput.analysis.results import DeviceAnalysis
+from badput.analysis.tree import LaunchTree, launch_tree
+from badput.trace.model import NO_ID, EventKind, Trace
+
+__all__ = [
+    "BREAKDOWN_KEYS",
+    "EDGE_TYPES",
+    "CriticalPath",
+    "DependencyGraph",
+    "EventWaits",
+    "PathEdges",
+    "critical_path",
+    "dependency_graph",
+]
+
+I64 = npt.NDArray[np.int64]
+I8 = npt.NDArray[np.int8]
+Bools = npt.NDArray[np.bool_]
+
+#: The parts of a path's length, in report order.
+BREAKDOWN_KEYS = (
+    "host",
+    "launch_delay",
+    "gpu_compute",
+    "gpu_communication",
+    "gpu_memory",
+    "kernel_gap",
+    "sync_wait",
+)
+_HOST_B, _LAUNCH_B, _COMPUTE_B, _COMM_B, _MEMORY_B, _GAP_B, _SYNC_B = range(7)
+# Breakdown part of each edge type; GPU edges go by the activity's class instead.
+_PART = np.array(
+    [
+        _HOST_B
+        if t in (HOST, DEPENDENCY, BLOCKING)
+        else _LAUNCH_B
+        if t in (LAUNCH_DELAY, LAUNCH)
+        else _GAP_B
+        if t == KERNEL_GAP
+        else _SYNC_B
+        if t in (SYNC, EVENT_WAIT)
+        else _COMPUTE_B
+        for t in range(len(EDGE_TYPES))
+    ],
+    dtype=np.int64,
+)
+_COMM_CATEGORY = CATEGORIES.index("communication")
+#: Most nodes in one block of the dynamic program, and most hop edges (sync, event waits)
+#: that end in one: a block takes about twice as many rounds as it holds hops.
+_BLOCK_NODES = 1 << 17
+_BLOCK_HOPS = 8
+_MAX_ROUNDS = 4 * _BLOCK_HOPS + 8
+
+
+@dataclass(frozen=True, eq=False)
+class PathEdges:
+    """The edges of a critical path, in path order (time order).
+
+    Attributes:
+        src_row, dst_row: Trace rows of the events the edge joins.
+        src_start, dst_start: whether the edge leaves (enters) the event's start (else end).
+        edge_type: index into `EDGE_TYPES`.
+        weight_ns: the edge's weight.
+    """
+
+    src_row: I64
+    dst_row: I64
+    src_start: Bools
+    dst_start: Bools
+    edge_type: I8
+    weight_ns: I64
+
+    def __len__(self) -> int:
+        """Number of edges."""
+        return int(self.src_row.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class CriticalPath:
+    """The longest path through one GPU's window, and what it is made of.
+
+    Attributes:
+        length_ns: the path's length: the sum of its edge weights.
+        breakdown_ns: `BREAKDOWN_KEYS` -> time; the parts add up to `length_ns`.
+        top_ops: (op, time on the path), largest first: host time goes to the op around it
+            (or the call itself outside any op), GPU time, kernel gaps and launch delays to the
+            innermost op that launched the activity (or the activity's own name).
+        steps: (step name, length of the step's own critical path), in time order; a step's
+            graph holds its host events and the GPU work they launched.
+        rows: Trace rows of the events on the path, ascending.
+        edges: the path's edges.
+        graph: the dependency graph it was found in.
+        warnings: what the trace lacked (missing edges, named), never fatal.
+    """
+
+    length_ns: int
+    breakdown_ns: dict[str, int]
+    top_ops: list[tuple[str, int]]
+    steps: list[tuple[str, int]]
+    rows: I64
+    edges: PathEdges
+    graph: DependencyGraph = field(repr=False)
+    warnings: list[str] = field(default_factory=list)
+
+
+def dependency_graph(
+    trace: Trace,
+    analysis: DeviceAnalysis,
+    tree: LaunchTree | None = None,
+    *,
+    window: tuple[int, int] | None = None,
+    waits: EventWaits | None = None,
+) -> DependencyGraph:
+    """The dependency graph of one GPU's window (see the module docstring for its edges).
+
+    Args:
+        trace: the trace the analysis came from.
+        analysis: one GPU's analysis; its window unless `window` is given.
+        tree: the trace's launch tree (the analysis's, else built here).
+        window: (start_ns, end_ns): host events starting in it, and what they launched.
+        waits: the record each event wait waited on, where the reader kept Kineto's args.
+    """
+    if tree is None:
+        tree = analysis.timeline.tree if analysis.timeline is not None else None
+    if tree is None:
+        tree = launch_tree(trace)
+    if window is None:
+        w0, w1 = analysis.window_start_ns, analysis.window_start_ns + analysis.window_ns
+        # The host side of the window begins with the launch of its first GPU work (a
+        # window of GPU-side steps or GPU activity starts after the host queued it).
+        on = (trace.device[tree.row] == analysis.device) & (tree.launch_row >= 0)
+        gts = trace.ts_ns[tree.row]
+        on &= (gts >= w0) & (gts < w1)
+        if on.any():
+            w0 = min(w0, int(trace.ts_ns[tree.launch_row[on]].min()))
+    else:
+        w0, w1 = window
+    blocking = (
+        blocking_calls(trace, analysis).rows.astype(np.int64)
+        if analysis.timeline is not None and analysis.window_ns > 0
+        else np.zeros(0, dtype=np.int64)
+    )
+    return build_graph(trace, tree, analysis.device, w0, w1, blocking, waits)
+
+
+def critical_path(
+    trace: Trace,
+    analysis: DeviceAnalysis,
+    tree: LaunchTree | None = None,
+    *,
+    window: tuple[int, int] | None = None,
+    waits: EventWaits | None = None,
+) -> CriticalPath:
+    """The critical path of one GPU's window, its breakdown, its top ops and per-step lengths.
+
+    Args:
+        trace: the trace the analysis came from.
+        analysis: one GPU's analysis (`analyze_trace`).
+        tree: the trace's launch tree; the analysis's by default.
+        window: (start_ns, end_ns) instead of the analysis window (HTA's annotation region).
+        waits: see `dependency_graph`.
+
+    Returns:
+        The path; a trace without host events gives the GPU's own path, one without GPU
+        activity an empty path, each with warnings that say what was missing.
+
+    Example:
+        >>> from badput.analysis.device import analyze_trace  # doctest: +SKIP
+        >>> d = analyze_trace(trace)[0]  # doctest: +SKIP
+        >>> critical_path(trace, d).breakdown_ns["launch_delay"]  # doctest: +SKIP
+        27000
+    """
+    if tree is None and analysis.timeline is not None:
+        tree = analysis.timeline.tree
+    if tree is None:
+        tree = launch_tree(trace)
+    g = dependency_graph(trace, analysis, tree, window=window, waits=waits)
+    warnings = list(g.warnings)
+    if not (trace.kind == EventKind.SYNC).any():
+        warnings.append(
+            "no cuda_sync events in the trace: synchronization edges come from the blocking "
+            "calls alone, and no event waits join streams"
+        )
+    classes = analysis.timeline.classes if analysis.timeline is not None else None
+    if classes is None:
+        warnings.append("no kernel classes: every kernel counts as compute")
+    part = _edge_parts(trace, g, classes)
+    n = len(g)
+    if n == 0:
+        empty = _no_edges()
+        zero = dict.fromkeys(BREAKDOWN_KEYS, 0)
+        steps = [(s.name, 0) for s in analysis.steps]
+        return CriticalPath(0, zero, [], steps, np.zeros(0, np.int64), empty, g, warnings)
+
+    has_chain = g.chain_type != NO_EDGE
+    dist, origin, best = _longest(g, has_chain, np.ones(g.edge_src.shape[0], dtype=np.bool_))
+    nodes, chain_dst, cross = _backtrack(g, dist, origin, best)
+    edges, parts, ops = _path_edges(trace, tree, g, chain_dst, cross, part)
+    breakdown = np.bincount(parts, weights=edges.weight_ns, minlength=len(BREAKDOWN_KEYS))
+    length = int(dist.max())
+    breakdown_ns = {k: int(v) for k, v in zip(BREAKDOWN_KEYS, breakdown.tolist(), strict=True)}
+    assert sum(breakdown_ns.values()) == length, (breakdown_ns, length)
+    return CriticalPath(
+        length_ns=length,
+        breakdown_ns=breakdown_ns,
+        top_ops=_top_ops(trace, ops, edges.weight_ns),
+        steps=_step_lengths(trace, tree, g, analysis),
+        rows=np.unique(g.node_row[nodes]),
+        edges=edges,
+        graph=g,
+        warnings=warnings,
+    )
+
+
+def _no_edges() -> PathEdges:
+    i64, b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    return PathEdges(i64, i64, b, b, np.zeros(0, np.int8), i64)
+
+
+def _edge_parts(trace: Trace, g: DependencyGraph, classes: KernelClasses | None) -> I64:
+    """Breakdown part of each node's event as a GPU activity (by its class and kind)."""
+    rows = g.node_row
+    part = np.full(rows.shape[0], _COMPUTE_B, dtype=np.int64)
+    kind = trace.kind[rows]
+    part[(kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET)] = _MEMORY_B
+    if classes is not None and len(classes):
+        kern = np.flatnonzero(kind == EventKind.KERNEL)
+        at = np.minimum(np.searchsorted(classes.row, rows[kern]), len(classes) - 1)
+        found = classes.row[at] == rows[kern]
+        comm = found & (classes.category[at] == _COMM_CATEGORY)
+        part[kern[comm]] = _COMM_B
+    return part
+
+
+def _longest(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64, I64]:
+    """Longest-path distance to each node, the start of its chain run, and its best in-edge.
+
+    Returns `dist` (ns), `origin` (the node where the path to each node joined its chain),
+    and `best` per node: `-1` (the path starts there), `-2` (its chain edge), or the index of
+    the cross edge (into the graph's edge arrays) that the path to it arrives by.
+    """
+    n = len(g)
+    pred, w_chain = g.chain_pred, np.where(chain_ok, g.chain_weight_ns, 0)
+    e_idx = np.flatnonzero(edge_ok)
+    src, dst, w = g.edge_src[e_idx], g.edge_dst[e_idx], g.edge_weight_ns[e_idx]
+    dist = np.zeros(n, dtype=np.int64)
+    origin = np.arange(n, dtype=np.int64)
+    span = int(g.node_ns.max() - g.node_ns.min()) if n else 0
+    big = 2 * span + 2
+    block = max(1, min(_BLOCK_NODES, (1 << 62) // big))
+    hop = (g.edge_type[e_idx] == SYNC) | (g.edge_type[e_idx] == EVENT_WAIT)
+    cuts = np.union1d(np.arange(0, n, block), dst[hop][::_BLOCK_HOPS])
+    # An event wait wins a tie with the stream's own order (HTA adds it first; and the
+    # path then shows the work waited for, such as exposed communication).
+    prefer = np.zeros(n, dtype=np.bool_)
+    prefer[dst[g.edge_type[e_idx] == EVENT_WAIT]] = True
+    bounds = np.append(cuts, n)
+    dst_lo = np.searchsorted(dst, bounds)
+    for a, b, lo, hi in zip(
+        bounds[:-1].tolist(),
+        bounds[1:].tolist(),
+        dst_lo[:-1].tolist(),
+        dst_lo[1:].tolist(),
+        strict=True,
+    ):
+        _solve_block(
+            a,
+            b,
+            g.node_chain,
+            pred,
+            chain_ok,
+            w_chain,
+            src[lo:hi],
+            dst[lo:hi],
+            w[lo:hi],
+            dist,
+            origin,
+            big,
+            prefer,
+        )
+    # The best in-edge of each node: its chain edge on ties (HTA adds chain edges first).
+    best = np.full(n, -1, dtype=np.int64)
+    value = np.full(n, -1, dtype=np.int64)
+    has = chain_ok & (pred >= 0)
+    value[has] = dist[pred[has]] + w_chain[has]
+    best[has] = -2
+    cand = dist[src] + w
+    # per destination, the first cross edge with the largest value
+    order = np.lexsort((np.arange(cand.shape[0]), -cand, dst))
+    first = np.ones(order.shape[0], dtype=np.bool_)
+    first[1:] = dst[order][1:] != dst[order][:-1]
+    top = order[first]
+    wait = g.edge_type[e_idx[top]] == EVENT_WAIT
+    better = (cand[top] > value[dst[top]]) | (wait & (cand[top] == value[dst[top]]))
+    best[dst[top][better]] = e_idx[top][better]
+    return dist, origin, best
+
+
+def _solve_block(
+    a: int,
+    b: int,
+    chain: I64,
+    pred: I64,
+    chain_ok: Bools,
+    w_chain: I64,
+    src: I64,
+    dst: I64,
+    w: I64,
+    dist: I64,
+    origin: I64,
+    big: int,
+    prefer: Bools,
+) -> None:
+    """Distances of nodes `[a, b)`, all earlier nodes being final; fills `dist`, `origin`."""
+    m = b - a
+    perm = a + np.argsort(chain[a:b], kind="stable")  # chain order, topological within
+    p = pred[perm]
+    inside = chain_ok[perm] & (p >= a)
+    seg_start = ~inside
+    outside = chain_ok[perm] & (p >= 0) & (p < a)
+    base = np.zeros(m, dtype=np.int64)  # contributions from final nodes, in block order
+    base[perm[outside] - a] = dist[p[outside]] + w_chain[perm[outside]]
+    ext = src < a
+    np.maximum.at(base, dst[ext] - a, dist[src[ext]] + w[ext])
+    i_src, i_dst, i_w = src[~ext], dst[~ext] - a, w[~ext]
+    ww = np.where(seg_start, 0, w_chain[perm])
+    cs = np.cumsum(ww)
+    seg = np.cumsum(seg_start) - 1
+    first = np.flatnonzero(seg_start)
+    wcum = cs - cs[first][seg]
+    offset = seg.astype(np.int64) * big
+    shift = offset - wcum
+    current = dist[a:b].copy()
+    for _ in range(_MAX_ROUNDS):
+        c = base.copy()
+        if i_src.shape[0]:
+            np.maximum.at(c, i_dst, current[i_src - a] + i_w)
+        v = c[perm - a] + shift
+        run = np.maximum.accumulate(v)
+        new = np.empty(m, dtype=np.int64)
+        new[perm - a] = run - shift
+        if np.array_equal(new, current):
+            break
+        current = new
+    else:
+        raise AssertionError("critical path: a block did not settle")
+    dist[a:b] = current
+    record = np.ones(m, dtype=np.bool_)
+    record[1:] = v[1:] > run[:-1]
+    record[1:] |= prefer[perm[1:]] & (v[1:] == run[:-1])
+    at = np.maximum.accumulate(np.where(record, np.arange(m), 0))
+    origin[perm] = perm[at]
+
+
+def _backtrack(g: DependencyGraph, dist: I64, origin: I64, best: I64) -> tuple[I64, I64, I64]:
+    """Nodes of the longest path, the nodes its chain edges enter, and its cross edges."""
+    by_chain = np.lexsort((np.arange(len(g)), g.node_chain))
+    chain_pos = np.empty(len(g), dtype=np.int64)
+    chain_pos[by_chain] = np.arange(len(g))
+    v = int(np.argmax(dist))
+    runs: list[I64] = []
+    chain_in: list[I64] = []
+    cross: list[int] = []
+    while True:  # one step per hop between chains: not per event
+        j = int(origin[v])
+        run = by_chain[chain_pos[j] : chain_pos[v] + 1]
+        runs.append(run)
+        chain_in.append(run[1:])
+        e = int(best[j])
+        if e == -1:
+            break
+        if e == -2:
+            chain_in.append(np.array([j], dtype=np.int64))
+            v = int(g.chain_pred[j])
+        else:
+            cross.append(e)
+            v = int(g.edge_src[e])
+    nodes = np.concatenate(runs[::-1])
+    return nodes, np.concatenate(chain_in), np.asarray(cross[::-1], dtype=np.int64)
+
+
+def _path_edges(
+    trace: Trace,
+    tree: LaunchTree,
+    g: DependencyGraph,
+    chain_dst: I64,
+    cross: I64,
+    gpu_part: I64,
+) -> tuple[PathEdges, I64, I64]:
+    """The path's edges in time order, the breakdown part of each, and the op row of each."""
+    c_src = g.chain_pred[chain_dst]
+    src = np.concatenate([c_src, g.edge_src[cross]])
+    dst = np.concatenate([chain_dst, g.edge_dst[cross]])
+    etype = np.concatenate([g.chain_type[chain_dst], g.edge_type[cross]]).astype(np.int8)
+    weight = np.concatenate([g.chain_weight_ns[chain_dst], g.edge_weight_ns[cross]])
+    order = np.lexsort((src, dst))
+    src, dst, etype, weight = src[order], dst[order], etype[order], weight[order]
+    parts = _PART[etype]
+    is_gpu = etype == GPU
+    parts[is_gpu] = gpu_part[dst[is_gpu]]
+
+    # Which op each edge's time belongs to.
+    ev_src, ev_dst = g.node_event[src], g.node_event[dst]
+    host_edge = (etype == HOST) | (etype == DEPENDENCY) | (etype == BLOCKING)
+    start_src, start_dst = g.node_start[src], g.node_start[dst]
+    parent_src = g.event_parent[ev_src]
+    attributed = np.where(
+        start_src,
+        ev_src,
+        np.where(~start_dst, ev_dst, np.where(parent_src >= 0, parent_src, ev_src)),
+    )
+    op_row = np.full(src.shape[0], NO_ID, dtype=np.int64)
+    h = np.flatnonzero(host_edge)
+    op_row[h] = g.event_row[_enclosing_op(trace, g, attributed[h])]
+    gpu_edge = ~host_edge & ((etype == GPU) | (etype == KERNEL_GAP) | (etype == LAUNCH_DELAY))
+    k = np.flatnonzero(gpu_edge)
+    krow = g.node_row[dst[k]]
+    at = np.minimum(np.searchsorted(tree.row, krow), max(len(tree) - 1, 0))
+    inner = tree.inner_op[at] if len(tree) else np.full(k.shape[0], NO_ID, dtype=np.int64)
+    op_row[k] = np.where((tree.row[at] == krow) & (inner >= 0), inner, krow) if len(tree) else krow
+    edges = PathEdges(
+        src_row=g.node_row[src],
+        dst_row=g.node_row[dst],
+        src_start=start_src,
+        dst_start=start_dst,
+        edge_type=etype,
+        weight_ns=weight,
+    )
+    return edges, parts, op_row
+
+
+def _enclosing_op(trace: Trace, g: DependencyGraph, events: I64) -> I64:
+    """Each host event itself where it is an op, else its nearest op ancestor, else itself."""
+    kind = trace.kind[g.event_row[: g.n_host]]
+    is_op = kind == EventKind.CPU_OP
+    out = events.copy()
+    cur = events.copy()
+    todo = np.flatnonzero(~is_op[cur])
+    while todo.size:
+        up = g.event_parent[cur[todo]]
+        todo = todo[up >= 0]
+        cur[todo] = up[up >= 0]
+        hit = is_op[cur[todo]]
+        out[todo[hit]] = cur[todo[hit]]
+        todo = todo[~hit]
+    return out
+
+
+def _top_ops(trace: Trace, op_row: I64, weight: I64) -> list[tuple[str, int]]:
+    """(op name, time) of the edges' ops, largest first, ties by name."""
+    keep = (op_row >= 0) & (weight > 0)
+    ns = np.bincount(trace.name_id[op_row[keep]], weights=weight[keep], minlength=len(trace.names))
+    ids = np.flatnonzero(ns > 0)
+    pairs = [(trace.names[i], int(ns[i])) for i in ids.tolist()]
+    return sorted(pairs, key=lambda p: (-p[1], p[0]))
+
+
+def _step_lengths(
+    trace: Trace, tree: LaunchTree, g: DependencyGraph, analysis: DeviceAnalysis
+) -> list[tuple[str, int]]:
+    """Length of each step's own critical path: its host events and the GPU work they launched."""
+    steps = analysis.steps
+    if not steps or len(g) == 0:
+        return [(s.name, 0) for s in steps]
+    start = np.asarray([s.start_ns for s in steps], dtype=np.int64)
+    end = start + np.asarray([s.dur_ns for s in steps], dtype=np.int64)
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    # A host event belongs to the step it starts in; a GPU activity to its launch call's.
+    at_ns = trace.ts_ns[g.event_row]
+    gpu = np.arange(g.event_row.shape[0]) >= g.n_host
+    if len(tree):
+        rows = g.event_row[gpu]
+        at = np.minimum(np.searchsorted(tree.row, rows), len(tree) - 1)
+        launch = np.where(tree.row[at] == rows, tree.launch_row[at], NO_ID)
+        at_ns[gpu] = np.where(launch >= 0, trace.ts_ns[np.maximum(launch, 0)], at_ns[gpu])
+    k = np.searchsorted(start, at_ns, side="right") - 1
+    owner = np.where((k >= 0) & (at_ns < end[np.maximum(k, 0)]), k, NO_ID)
+    node_owner = owner[g.node_event]
+    pred = np.maximum(g.chain_pred, 0)
+    chain_ok = (g.chain_type != NO_EDGE) & (node_owner == node_owner[pred]) & (node_owner >= 0)
+    edge_ok = (node_owner[g.edge_src] == node_owner[g.edge_dst]) & (node_owner[g.edge_dst] >= 0)
+    dist = _longest(g, chain_ok, edge_ok)[0]
+    length = np.zeros(len(steps), dtype=np.int64)
+    has = node_owner >= 0
+    np.maximum.at(length, node_owner[has], dist[has])
+    by_input = np.empty(len(steps), dtype=np.int64)
+    by_input[order] = length
+    return [(s.name, int(by_input[i])) for i, s in enumerate(steps)]
