@@ -149,7 +149,11 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     tl = analysis.timeline
     gaps = tl.idle.subtract(tl.idle_dataloader)
     # Gaps that begin where GPU work ends (not where a DataLoader wait ends).
-    drained = np.isin(gaps.starts, tl.idle.starts) & (gaps.starts > analysis.window_start_ns)
+    # (Both start arrays are sorted: a binary search, not np.isin's hashing of every start.)
+    idle_starts = tl.idle.starts
+    at = np.minimum(np.searchsorted(idle_starts, gaps.starts), max(idle_starts.shape[0] - 1, 0))
+    found = idle_starts[at] == gaps.starts if idle_starts.shape[0] else np.zeros(0, np.bool_)
+    drained = found & (gaps.starts > analysis.window_start_ns)
     gap_s, gap_e = gaps.starts[drained], gaps.ends[drained]
     w0 = analysis.window_start_ns
     w1 = w0 + analysis.window_ns
