@@ -341,3 +341,21 @@ def test_mi250_tensile_gemms_and_hip(shared_traces: Path, capsys: Any) -> None:
     assert code == 0
     assert "in HIP runtime/driver calls" in " ".join(out.split())
     assert "CUDA graph" not in out and "HIP graph" in out
+
+
+def test_stream_evidence_not_for_a_kernel_under_a_plain_op(tmp_path: Path) -> None:
+    """On a stream of only communication, an unknown kernel that aten::copy_ launched stays
+    unknown (the op says it is no collective); one launched outside any op is communication."""
+    b = TraceBuilder()
+    b.device_properties([0], H100)
+    b.launch(DISPATCH, cpu=(1, 2), gpu=(10, 50), stream=24)
+    b.cpu_op("aten::copy_", 3, 6)
+    b.launch("void vendor::pack(float*)", cpu=(4, 5), gpu=(50, 60), stream=24)
+    b.launch("void vendor::prep(float*)", cpu=(7, 8), gpu=(60, 70), stream=24)
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    classes = classify_kernels(trace, launch_tree(trace))
+    got = {trace.name_of(r): classes.evidence(i) for i, r in enumerate(classes.row.tolist())}
+    assert got["void vendor::pack(float*)"] == "nothing: no family, op or stream says"
+    assert (
+        got["void vendor::prep(float*)"] == "stream: stream 24 of GPU 0 carries only communication"
+    )

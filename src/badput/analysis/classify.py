@@ -288,13 +288,14 @@ def classify_kernels(
             decided[i] = True
 
     # 3. The launching op.
+    under_plain_op = np.zeros(n, dtype=np.bool_)
     if tree is not None and len(tree):
-        _by_launching_op(
+        under_plain_op = _by_launching_op(
             trace, tree, rows, category, kind, source, detail, decided, details, meta_of
         )
 
-    # 5. The stream.
-    _by_stream(trace, rows, category, kind, source, detail, details)
+    # 5. The stream (not for a kernel that a plain op launched: that op says what it is).
+    _by_stream(trace, rows, category, kind, source, detail, details, under_plain_op)
 
     # Communication kinds from NCCL metadata of the launching op, where it has some.
     _kinds_from_metadata(trace, rows, category, kind, source, meta_of)
@@ -315,18 +316,20 @@ def _by_launching_op(
     decided: Bools,
     details: _Details,
     meta_of: I64,
-) -> None:
+) -> Bools:
     """Steps 3 and 4b of the module docstring, over the host ancestry of each launch call.
 
     Also finds, for each kernel, the nearest op above its launch call with NCCL metadata
-    (`meta_of`), where the trace has any.
+    (`meta_of`), where the trace has any. Returns the kernels launched under a plain op (no
+    communication op nearer to the launch).
     """
+    plain = np.zeros(rows.shape[0], dtype=np.bool_)
     entry = np.searchsorted(tree.row, rows)
     safe = np.minimum(entry, len(tree) - 1)
     linked = tree.row[safe] == rows
     has = linked & ~decided
     if not linked.any() or tree.host_row.shape[0] == 0:
-        return
+        return plain
     host_rows = tree.host_row
     host_kind = trace.kind[host_rows]
     host_name = trace.name_id[host_rows].astype(np.int64)
@@ -363,6 +366,7 @@ def _by_launching_op(
     # Communication: a comm node above the launch, and no plain op nearer to the launch
     # (nodes are in open order: on one chain, the nearer node has the larger index).
     by_comm = (near_comm >= 0) & ((near_op < 0) | (near_comm >= near_op))
+    plain = (near_op >= 0) & ~by_comm
     for i in np.flatnonzero(by_comm).tolist():
         k, d = comm_code[int(host_name[near_comm[i]])]
         category[i] = _COMM
@@ -373,7 +377,7 @@ def _by_launching_op(
     # An unknown name takes the family of the op that launched it.
     unknown = has & ~decided & (source == NOTHING) & (near_op >= 0)
     if not unknown.any():
-        return
+        return plain
     op_names = host_name[near_op[unknown]]
     cat = np.full(op_names.shape[0], -1, dtype=np.int64)
     det = np.full(op_names.shape[0], -1, dtype=np.int64)
@@ -390,18 +394,26 @@ def _by_launching_op(
     category[idx[hit]] = cat[hit]
     source[idx[hit]] = OP_FAMILY
     detail[idx[hit]] = det[hit]
+    return plain
 
 
 def _by_stream(
-    trace: Trace, rows: I64, category: I8, kind: I8, source: I8, detail: I64, details: _Details
+    trace: Trace,
+    rows: I64,
+    category: I8,
+    kind: I8,
+    source: I8,
+    detail: I64,
+    details: _Details,
+    under_plain_op: Bools,
 ) -> None:
     """Step 5: unknown kernels on a stream whose known kernels are all communication."""
-    unknown = source == NOTHING
+    unknown = (source == NOTHING) & ~under_plain_op
     if not unknown.any():
         return
     device = trace.device[rows].astype(np.int64)
     stream = trace.stream[rows].astype(np.int64)
-    known = ~unknown
+    known = source != NOTHING
     comm = category == _COMM
     # (device, stream) pairs: with communication, and with no known compute kernel.
     pairs_comm = {(d, s) for d, s in zip(device[comm].tolist(), stream[comm].tolist(),
