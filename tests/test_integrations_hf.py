@@ -140,10 +140,12 @@ def test_attach_reaches_report_to_tensorboard_and_times_eval_and_checkpoints(
     final = [h for h in trainer.state.log_history if "badput/steps" in h][-1]
     assert final["badput/steps"] == STEPS
     print({k: round(v, 4) for k, v in final.items() if k.startswith("badput/")})
-    # Eval holds the loader's sleeps (200 ms, never less) plus each run's forward passes and
-    # log, each run less than a training step (forward + backward + optimizer) or 50 ms: a
-    # tolerance that follows the machine's load (steps took 0.01-0.9 s on the 2-core machine).
-    slack_s = 2 * max(0.05, final["badput/step_max_s"])
+    # Eval holds the loader's sleeps (200 ms, never less) plus each run's forward passes, its
+    # log and the first TensorBoard write: per run at most two training steps (forward +
+    # backward + optimizer) or 150 ms, a tolerance that follows the machine's load (steps
+    # took 0.01-0.9 s on the 2-core CI machine; one run there took 0.49 s of eval against
+    # 0.12 s steps).
+    slack_s = 2 * max(0.15, 2 * final["badput/step_max_s"])
     assert 0.200 <= final["badput/eval_s"] <= 0.200 + slack_s
     assert final["badput/checkpoint_s"] > 0.0  # two checkpoints written, at steps 4 and 8
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
