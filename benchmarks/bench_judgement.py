@@ -92,19 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         "before": bench_model_cost.command(before_src, trace),
         "after": bench_model_cost.command(REPO, trace),
     }
-    walls: dict[str, list[float]] = {k: [] for k in commands}
-    cpus: dict[str, list[float]] = {k: [] for k in commands}
-    rss: dict[str, float] = dict.fromkeys(commands, 0.0)
-    for i in range(args.repeat):
-        for key, cmd in commands.items():
-            run = bench_analyze.measure(key, cmd, cpu)
-            if not run.ok:
-                print(f"{key} failed: {run.stderr_tail}", file=sys.stderr)
-                return 1
-            walls[key].append(run.wall_s)
-            cpus[key].append(run.cpu_s)
-            rss[key] = max(rss[key], run.max_rss_mib)
-            print(f"  round {i + 1} {key}: wall {run.wall_s:.2f} s", file=sys.stderr)
+    runs = bench_model_cost.alternate(commands, args.repeat, cpu)
+    if runs is None:
+        return 1
+    walls, cpus, rss = runs
     ph = phases(trace, cpu)
     med = {k: statistics.median(v) for k, v in walls.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpus.items()}

@@ -82,6 +82,31 @@ def command(src: Path, trace: Path, *, model: bool = True) -> list[str]:
     return [str(VENV_PY), "-c", code]
 
 
+Runs = tuple[dict[str, list[float]], dict[str, list[float]], dict[str, float]]
+
+
+def alternate(commands: dict[str, list[str]], repeat: int, cpu: int) -> Runs | None:
+    """Run each command `repeat` times, alternating, pinned to `cpu`.
+
+    Returns wall and CPU seconds of each run and the peak RSS (MiB) per command; None (after
+    printing why) when a run fails.
+    """
+    walls: dict[str, list[float]] = {k: [] for k in commands}
+    cpus: dict[str, list[float]] = {k: [] for k in commands}
+    rss: dict[str, float] = dict.fromkeys(commands, 0.0)
+    for i in range(repeat):
+        for key, cmd in commands.items():
+            run = bench_analyze.measure(key, cmd, cpu)
+            if not run.ok:
+                print(f"{key} failed: {run.stderr_tail}", file=sys.stderr)
+                return None
+            walls[key].append(run.wall_s)
+            cpus[key].append(run.cpu_s)
+            rss[key] = max(rss[key], run.max_rss_mib)
+            print(f"  round {i + 1} {key}: wall {run.wall_s:.2f} s", file=sys.stderr)
+    return walls, cpus, rss
+
+
 _PHASES = """
 import json, sys, time
 from badput.analysis.device import analyze_trace
@@ -125,19 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         "after, model off": command(REPO, trace, model=False),
         "after": command(REPO, trace),
     }
-    walls: dict[str, list[float]] = {k: [] for k in commands}
-    cpus: dict[str, list[float]] = {k: [] for k in commands}
-    rss: dict[str, float] = dict.fromkeys(commands, 0.0)
-    for i in range(args.repeat):
-        for key, cmd in commands.items():
-            run = bench_analyze.measure(key, cmd, cpu)
-            if not run.ok:
-                print(f"{key} failed: {run.stderr_tail}", file=sys.stderr)
-                return 1
-            walls[key].append(run.wall_s)
-            cpus[key].append(run.cpu_s)
-            rss[key] = max(rss[key], run.max_rss_mib)
-            print(f"  round {i + 1} {key}: wall {run.wall_s:.2f} s", file=sys.stderr)
+    runs = alternate(commands, args.repeat, cpu)
+    if runs is None:
+        return 1
+    walls, cpus, rss = runs
     ph = phases(trace, cpu)
     cost_s = ph["on_s"] - ph["off_s"]
     med = {k: statistics.median(v) for k, v in walls.items()}
