@@ -425,7 +425,14 @@ def test_hta_event_waits_match_their_records(shared_traces: Path, name: str, pai
     analysis = analyze_trace(trace)[0]
     host = trace.kind != EventKind.FLOW
     whole = (int(trace.ts_ns[host].min()), int(trace.end_ns[host].max()))
-    cp = critical_path(trace, analysis, window=whole, waits=waits)
+    # The reader keeps the same args (`Trace.sync_waits`), and the graph uses them.
+    mine = trace.sync_waits
+    assert mine is not None
+    has = (waits.record_correlation >= 0) | (waits.record_stream >= 0)
+    assert mine.row.tolist() == waits.row[has].tolist()
+    assert mine.record_correlation.tolist() == waits.record_correlation[has].tolist()
+    assert mine.record_stream.tolist() == waits.record_stream[has].tolist()
+    cp = critical_path(trace, analysis, window=whole)
     assert reference_longest(cp) == cp.length_ns
     g = cp.graph
     wait = g.edge_type == EDGE_TYPES.index("event_wait")
@@ -473,7 +480,14 @@ def test_hta_event_sync(shared_traces: Path) -> None:
     analysis = analyze_trace(trace)[0]
     host = trace.kind != EventKind.FLOW
     whole = (int(trace.ts_ns[host].min()), int(trace.end_ns[host].max()))
-    cp = critical_path(trace, analysis, window=whole, waits=waits)
+    # The reader keeps the same args (`Trace.sync_waits`), and the graph uses them.
+    mine = trace.sync_waits
+    assert mine is not None
+    has = (waits.record_correlation >= 0) | (waits.record_stream >= 0)
+    assert mine.row.tolist() == waits.row[has].tolist()
+    assert mine.record_correlation.tolist() == waits.record_correlation[has].tolist()
+    assert mine.record_stream.tolist() == waits.record_stream[has].tolist()
+    cp = critical_path(trace, analysis, window=whole)
     g = cp.graph
     is_sync = g.edge_type == EDGE_TYPES.index("sync")
     pairs = {

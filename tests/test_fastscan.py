@@ -41,6 +41,11 @@ def _resolved(trace: Trace) -> dict[str, object]:
     out["names"] = [trace.names[i] for i in trace.name_id.tolist()]
     out["labels"] = sorted(trace.labels)
     out["comm_meta"] = comm_meta_rows(trace)
+    w = trace.sync_waits
+    cols = (w.row, w.record_correlation, w.record_stream) if w is not None else None
+    out["sync_waits"] = (
+        None if cols is None else list(zip(*(c.tolist() for c in cols), strict=True))
+    )
     return out
 
 
@@ -65,6 +70,7 @@ def assert_same(a: Trace, b: Trace) -> None:
     assert ra["names"] == rb["names"]
     assert ra["labels"] == rb["labels"]
     assert ra["comm_meta"] == rb["comm_meta"]
+    assert ra["sync_waits"] == rb["sync_waits"]
     assert (a.rank, a.world_size, a.gpu_names, a.warnings) == (
         b.rank,
         b.world_size,
@@ -130,6 +136,9 @@ _args = st.fixed_dictionaries(
         "Group size": st.one_of(st.integers(1, 64), st.just("8")),
         "dtype": st.sampled_from(["Float", "BFloat16", 4]),
         "Process Group Name": st.sampled_from(["0", "1", 7]),
+        # cuda_sync args: which record an event wait waited on.
+        "wait_on_cuda_event_record_corr_id": st.one_of(st.integers(-1, 2**40), st.just("9")),
+        "wait_on_stream": st.one_of(st.integers(-1, 40), st.just(None)),
     },
 )
 
@@ -137,7 +146,9 @@ _args = st.fixed_dictionaries(
 @st.composite
 def _events(draw: st.DrawFn) -> dict[str, object]:
     e: dict[str, object] = {"ph": draw(st.sampled_from(["X", "X", "X", "s", "f", "i", "M"]))}
-    e["cat"] = draw(st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "Kernel", "ac2g", "x"]))
+    e["cat"] = draw(
+        st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "Kernel", "ac2g", "x", "cuda_sync"])
+    )
     e["name"] = draw(_names)
     e["pid"] = draw(_ids)
     e["tid"] = draw(_ids)

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from badput.analysis._nesting import dense_pairs, nest
 from badput.analysis.tree import LaunchTree
-from badput.trace.model import NO_ID, EventKind, FlowPhase, Trace
+from badput.trace.model import NO_ID, EventKind, FlowPhase, SyncWaits, Trace
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
@@ -66,24 +66,11 @@ for _r, _k in enumerate(_HOST_KINDS):
 _GPU_END, _HOST_END, _HOST_START, _GPU_START = 0, 1, 2, 3
 
 
-@dataclass(frozen=True)
-class EventWaits:
-    """Which `cudaEventRecord` each event wait waited on: args of Kineto's cuda_sync rows.
-
-    Kineto writes, on `Event Sync` and `Stream Wait Event` rows, `wait_on_cuda_event_record_
-    corr_id` (the correlation id of the `cudaEventRecord` call) and `wait_on_stream` (the
-    stream the event was recorded on). Without them the graph pairs each wait with the last
-    `cudaEventRecord` on its thread and the stream of the last launch before it, and says so.
-
-    Attributes:
-        row: the cuda_sync Trace rows.
-        record_correlation: the record call's correlation id, `NO_ID` where unknown.
-        record_stream: the stream it was recorded on, `NO_ID` where unknown.
-    """
-
-    row: I64
-    record_correlation: I64
-    record_stream: I64
+#: Which `cudaEventRecord` each event wait waited on: the reader's `Trace.sync_waits` (Kineto's
+#: `wait_on_cuda_event_record_corr_id` / `wait_on_stream` args). Without them the graph pairs
+#: each wait with the last `cudaEventRecord` on its thread and the stream of the last launch
+#: before it, and says so.
+EventWaits = SyncWaits
 
 
 @dataclass(frozen=True, eq=False)
@@ -206,9 +193,11 @@ def build_graph(
             call: those that start in the window).
         end_ns: window end (inclusive).
         blocking_rows: host calls that waited for this GPU (`analysis.blocking`).
-        waits: the event a wait waited on, where the reader kept it.
+        waits: the record each wait waited on; the trace's own (`Trace.sync_waits`) if None.
     """
     warnings: list[str] = []
+    if waits is None:
+        waits = trace.sync_waits
     ts, dur, kind = trace.ts_ns, trace.dur_ns, trace.kind
     in_window = (ts >= start_ns) & (ts <= end_ns)
     is_host = np.zeros(len(trace), dtype=np.bool_)

@@ -174,7 +174,8 @@ def dependency_graph(
         analysis: one GPU's analysis; its window unless `window` is given.
         tree: the trace's launch tree (the analysis's, else built here).
         window: (start_ns, end_ns): host events starting in it, and what they launched.
-        waits: the record each event wait waited on, where the reader kept Kineto's args.
+        waits: the record each event wait waited on; the trace's own (`Trace.sync_waits`)
+            if None.
     """
     if tree is None:
         tree = analysis.timeline.tree if analysis.timeline is not None else None

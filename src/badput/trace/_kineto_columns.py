@@ -36,8 +36,9 @@ from badput.trace._kineto_json import (
     _Event,
     _int64,
     _RawEvent,
+    _wait_values,
 )
-from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase, OpArgs
+from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase, OpArgs, SyncWaits
 from badput.trace.numbers import us_text_to_ns
 
 I64 = npt.NDArray[np.int64]
@@ -220,6 +221,8 @@ class _Columns:
         self.rows = 0  # rows kept so far
         self.meta_rows: list[int] = []  # rows with NCCL metadata, and their values
         self.meta_values: list[_CommValues] = []
+        # cuda_sync rows that name the record they waited on: (row, corr id, stream)
+        self.waits: list[tuple[int, int, int]] = []
         # Shape arguments: the `OpArgs` columns piece by piece (value ids global), and the
         # raw texts the ids index, interned across pieces.
         self.op_parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _OP_COLUMNS}
@@ -238,7 +241,7 @@ class _Columns:
         given, else from decoding `array_text` (the piece the events came from) once more.
         """
         self.seen += len(events)
-        marked = [i for i, e in enumerate(events) if e.args.collective_name]
+        marked = [i for i, e in enumerate(events) if e.args.collective_name or e.cat == "cuda_sync"]
         meta: list[tuple[int, bytes]] = []
         if marked:
             if raw_args is None:
@@ -384,11 +387,14 @@ class _Columns:
             if ops is not None:
                 ops = ops.take(keep[ops.row])
                 ops = ops._replace(row=new_row[ops.row])
+        sync = c["kind"] == EventKind.SYNC
         for r, text in meta:
             values = _comm_values(text)
             if values is not None:
                 self.meta_rows.append(self.rows + r)
                 self.meta_values.append(values)
+            elif sync[r] and (wait := _wait_values(text)) is not None:
+                self.waits.append((self.rows + r, *wait))
         if ops is not None and ops.row.shape[0]:
             self._add_ops(ops)
         kind, dur_ns, name_id, ts_ns = c["kind"], c["dur_ns"], c["name_id"], c["ts_ns"]
@@ -473,6 +479,18 @@ def _op_args(columns: _Columns) -> OpArgs | None:
         table[key] = _joined(parts[key], dtype)
         parts[key].clear()
     return OpArgs(**table, values=columns.op_values)
+
+
+def _sync_waits(columns: _Columns) -> SyncWaits | None:
+    """The sparse table of the records cuda_sync rows waited on; None when none names one."""
+    if not columns.waits:
+        return None
+    table = np.array(columns.waits, dtype=np.int64)
+    return SyncWaits(
+        row=table[:, 0].copy(),
+        record_correlation=table[:, 1].copy(),
+        record_stream=table[:, 2].copy(),
+    )
 
 
 def _comm_meta(columns: _Columns) -> CommMeta | None:

@@ -111,6 +111,27 @@ class _CommArgs(msgspec.Struct, frozen=True, gc=False):
     process_group: msgspec.Raw = msgspec.field(default=_EMPTY, name="Process Group Name")
 
 
+class _WaitArgs(msgspec.Struct, frozen=True, gc=False):
+    """Which record a cuda_sync row waited on (Kineto's `Event Sync` / `Stream Wait Event`)."""
+
+    record_correlation: msgspec.Raw = msgspec.field(
+        default=_EMPTY, name="wait_on_cuda_event_record_corr_id"
+    )
+    record_stream: msgspec.Raw = msgspec.field(default=_EMPTY, name="wait_on_stream")
+
+
+def _wait_values(args_text: bytes) -> tuple[int, int] | None:
+    """(record correlation id, recorded stream) of a cuda_sync row; None without either."""
+    try:
+        args = _decode_wait_args(args_text)
+    except msgspec.MsgspecError:  # not an object
+        return None
+    corr, stream = _raw_int(args.record_correlation), _raw_int(args.record_stream)
+    if corr == NO_ID and stream == NO_ID:
+        return None
+    return corr, stream
+
+
 class _ArgsOnly(msgspec.Struct, gc=False):
     args: msgspec.Raw = _EMPTY
 
@@ -189,6 +210,7 @@ class _Document(msgspec.Struct):
 
 _decode_events = msgspec.json.Decoder(list[_Event]).decode
 _decode_comm_args = msgspec.json.Decoder(_CommArgs).decode
+_decode_wait_args = msgspec.json.Decoder(_WaitArgs).decode
 _decode_args_only = msgspec.json.Decoder(list[_ArgsOnly]).decode
 _decode_raw_events = msgspec.json.Decoder(list[_RawEvent]).decode
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode

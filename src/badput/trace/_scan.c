@@ -11,8 +11,10 @@
  * Returned columns are bytes objects of packed native integers, one entry per kept event
  * (phases X, s, f, t, and the allocator's "[memory]" instant events); other events are only
  * counted. Three sparse columns (meta_row, meta_off, meta_len) list only the kept events whose
- * args hold a "Collective name" (NCCL metadata): the row, and where the args object lies in the
- * input, so that the caller decodes those few args with msgspec. Seven more sparse columns
+ * args hold a "Collective name" (NCCL metadata) or a "wait_on_stream" /
+ * "wait_on_cuda_event_record_corr_id" (which record a cuda_sync row waited on): the row, and
+ * where the args object lies in the input, so that the caller decodes those few args with
+ * msgspec. Seven more sparse columns
  * (op_row, op_dims, op_types, op_strides, op_concrete, op_seq, op_fwd) list the kept events
  * whose args hold shape arguments (record_shapes=True): "Input Dims", "Input type",
  * "Input Strides" and "Concrete Inputs" as ids into one more interner, of raw value texts (a
@@ -392,7 +394,8 @@ static int op_list(const char *k, Py_ssize_t kn) {
     return -1;
 }
 
-/* has_coll is set when the args hold a "Collective name" key (NCCL metadata). */
+/* has_coll is set when the args hold a "Collective name" key (NCCL metadata) or a key that
+ * names the record a cuda_sync row waited on. */
 static int scan_args(cursor *c, args_t *a, int *has_coll, op_t *op) {
     if (c->p >= c->end || *c->p != '{') return -1;
     c->p++;
@@ -431,6 +434,9 @@ static int scan_args(cursor *c, args_t *a, int *has_coll, op_t *op) {
             int list = (k[0] == 'I' || k[0] == 'C') ? op_list(k, kn) : -1;
             const char *start = c->p;
             if (KEY_IS(k, kn, "Collective name")) *has_coll = 1;
+            else if (k[0] == 'w' && (KEY_IS(k, kn, "wait_on_stream") ||
+                                     KEY_IS(k, kn, "wait_on_cuda_event_record_corr_id")))
+                *has_coll = 1;
             if (skip_value(c, 2) < 0) return -1;
             if (list >= 0) { /* a repeated key: the last one counts, as in msgspec */
                 op->ptr[list] = *start == '[' ? start : NULL;

@@ -42,7 +42,13 @@ import numpy.typing as npt
 from badput.errors import TraceFormatError
 from badput.trace import _fastscan
 from badput.trace._files import file_problem
-from badput.trace._kineto_columns import _COLUMN_TYPES, _Columns, _comm_meta, _op_args
+from badput.trace._kineto_columns import (
+    _COLUMN_TYPES,
+    _Columns,
+    _comm_meta,
+    _op_args,
+    _sync_waits,
+)
 from badput.trace._kineto_json import (
     _EMPTY,
     _EVENTS_KEY,
@@ -405,6 +411,7 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
     return Trace(
         comm_meta=_comm_meta(columns),
         op_args=_op_args(columns),
+        sync_waits=_sync_waits(columns),
         path=path,
         **{key: columns.take_column(key) for key in _COLUMN_TYPES},
         names=names,

@@ -12,7 +12,16 @@ import numpy.typing as npt
 
 from badput.trace._limits import NAME_MATCH_CHARS
 
-__all__ = ["NO_ID", "CommMeta", "EventKind", "FlowPhase", "OpArgs", "Trace", "name_head"]
+__all__ = [
+    "NO_ID",
+    "CommMeta",
+    "EventKind",
+    "FlowPhase",
+    "OpArgs",
+    "SyncWaits",
+    "Trace",
+    "name_head",
+]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -108,6 +117,30 @@ class CommMeta:
     def string(self, index: int) -> str | None:
         """The string of an index into `strings`; None for `NO_ID`."""
         return self.strings[index] if index >= 0 else None
+
+
+@dataclass(frozen=True, eq=False)
+class SyncWaits:
+    """Which `cudaEventRecord` each event wait waited on: a sparse side table of a `Trace`.
+
+    Kineto writes, in the args of its `Event Sync` and `Stream Wait Event` cuda_sync rows,
+    `"wait_on_cuda_event_record_corr_id"` (the correlation id of the record call) and
+    `"wait_on_stream"` (the stream the event was recorded on). Only cuda_sync rows with at
+    least one of them are listed, in row order.
+
+    Attributes:
+        row: the Trace row of each entry, ascending.
+        record_correlation: the record call's correlation id, `NO_ID` where absent.
+        record_stream: the stream the event was recorded on, `NO_ID` where absent.
+    """
+
+    row: I64
+    record_correlation: I64
+    record_stream: I64
+
+    def __len__(self) -> int:
+        """Number of rows."""
+        return int(self.row.shape[0])
 
 
 #: Longest raw args value `OpArgs.value` decodes; a longer one is no shape list of a real op.
@@ -231,6 +264,8 @@ class Trace:
             `"Collective name"`; None when no row does (traces before PyTorch 2.1).
         op_args: shape arguments (`OpArgs`) of the ops recorded with `record_shapes=True`;
             None when no row has any (or the reader, nsys, has none to give).
+        sync_waits: the records Kineto's event waits waited on (`SyncWaits`); None when no
+            cuda_sync row names one (older traces, nsys).
         warnings: what the reader noticed but could read past (partial data, odd fields).
     """
 
@@ -259,6 +294,7 @@ class Trace:
     versions: dict[str, str] = field(default_factory=dict)
     comm_meta: CommMeta | None = None
     op_args: OpArgs | None = None
+    sync_waits: SyncWaits | None = None
 
     def __len__(self) -> int:
         """Number of rows."""
