@@ -276,6 +276,7 @@ FINDING_KEYS = {
     "evidence",
     "savings_us",
     "savings_pct",
+    "critical_path_savings_us",
     "fix",
     "refs",
 }
@@ -308,10 +309,17 @@ DEVICE_KEYS = {
     "efficiency",
     "attribution",
     "launch",
+    "critical_path",
 }
 LAUNCH_KEYS = {
     "delay_us", "outliers", "queue_empty_share", "queue_depth_max", "slow_launch_calls",
     "slow_launch_excess_us", "warnings",
+}  # fmt: skip
+# Issue 19's contract: the breakdown's parts, which add up to the length.
+CRITICAL_PATH_KEYS = {"length_us", "breakdown_us", "top_ops", "steps", "warnings"}
+BREAKDOWN_PARTS = {
+    "host", "launch_delay", "gpu_compute", "gpu_communication", "gpu_memory", "kernel_gap",
+    "sync_wait",
 }  # fmt: skip
 OP_KEYS = {
     "op", "category", "input_dims", "input_types", "count", "kernel_time_us", "gflops", "bytes",
@@ -395,6 +403,14 @@ def test_json_schema(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert set(dev["attribution"]) == ATTRIBUTION_KEYS
         assert set(dev["launch"]) == LAUNCH_KEYS
         assert set(dev["launch"]["delay_us"]) == {"median", "p90", "max"}
+        cp = dev["critical_path"]
+        assert set(cp) == CRITICAL_PATH_KEYS and set(cp["breakdown_us"]) == BREAKDOWN_PARTS
+        # Integer microseconds of integer nanoseconds: the parts add up within their rounding.
+        parts = sum(float(v) for v in cp["breakdown_us"].values())
+        assert abs(parts - float(cp["length_us"])) <= 0.0005 * len(BREAKDOWN_PARTS)
+        assert cp["top_ops"] and all(set(o) == {"op", "on_path_us"} for o in cp["top_ops"])
+        assert [s["name"] for s in cp["steps"]] == [s["name"] for s in dev["steps"]]
+        assert all(set(s) == {"name", "length_us"} for s in cp["steps"])
     assert set(doc["ranks"]) == RANKS_KEYS
     (rank,) = doc["ranks"]["per_rank"]
     assert set(rank) == PER_RANK_KEYS

@@ -30,6 +30,8 @@ block, plus one), so numpy does the work and no Python runs per event.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,20 +55,28 @@ from badput.analysis._graph import (
 )
 from badput.analysis.blocking import blocking_calls
 from badput.analysis.classify import KernelClasses
-from badput.analysis.patterns import CATEGORIES
+from badput.analysis.patterns import CATEGORIES, profiler_step_number
 from badput.analysis.results import DeviceAnalysis
 from badput.analysis.tree import LaunchTree, launch_tree
 from badput.trace.model import NO_ID, EventKind, Trace
 
+try:  # the one-pass longest path in C (`_paths.c`); the numpy version gives the same result
+    from badput.analysis import _paths  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler
+    _paths = None
+
 __all__ = [
     "BREAKDOWN_KEYS",
     "EDGE_TYPES",
+    "STEP_OP",
     "CriticalPath",
     "DependencyGraph",
     "EventWaits",
+    "GraphChange",
     "PathEdges",
     "critical_path",
     "dependency_graph",
+    "what_if",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -145,7 +155,7 @@ class CriticalPath:
             graph holds its host events and the GPU work they launched.
         rows: Trace rows of the events on the path, ascending.
         edges: the path's edges.
-        graph: the dependency graph it was found in.
+        graph: the dependency graph it was found in; None in a `compact` copy.
         warnings: what the trace lacked (missing edges, named), never fatal.
     """
 
@@ -155,8 +165,15 @@ class CriticalPath:
     steps: list[tuple[str, int]]
     rows: I64
     edges: PathEdges
-    graph: DependencyGraph = field(repr=False)
+    graph: DependencyGraph | None = field(repr=False)
     warnings: list[str] = field(default_factory=list)
+
+    def compact(self) -> CriticalPath:
+        """The path without its graph, rows and edges.
+
+        What a report needs, small enough to ship from a worker to the driver.
+        """
+        return dataclasses.replace(self, rows=np.zeros(0, np.int64), edges=_no_edges(), graph=None)
 
 
 def dependency_graph(
@@ -190,6 +207,9 @@ def dependency_graph(
         on &= (gts >= w0) & (gts < w1)
         if on.any():
             w0 = min(w0, int(trace.ts_ns[tree.launch_row[on]].min()))
+        spans = _cpu_spans(trace, analysis)
+        if spans is not None:  # the host side of steps: their host spans
+            w0, w1 = min(w0, int(spans[0].min())), min(w1, int(spans[1].max()))
     else:
         w0, w1 = window
     blocking = (
@@ -198,6 +218,28 @@ def dependency_graph(
         else np.zeros(0, dtype=np.int64)
     )
     return build_graph(trace, tree, analysis.device, w0, w1, blocking, waits)
+
+
+def _cpu_spans(trace: Trace, analysis: DeviceAnalysis) -> tuple[I64, I64] | None:
+    """(start, end) of the host's `ProfilerStep` span of each of the analysis's steps.
+
+    A step of the analysis is the GPU's (its work, stretched); the host's own span of it
+    begins earlier (its DataLoader wait, its launches) and ends earlier (a host that runs ahead
+    is already in the next step when the GPU finishes). None without a host span per step.
+    """
+    if not analysis.steps:
+        return None
+    host = (trace.kind == EventKind.CPU_OP) | (trace.kind == EventKind.ANNOTATION)
+    host &= trace.device < 0
+    names = {s.name for s in analysis.steps}
+    rows = trace.rows_named(np.flatnonzero(host), lambda n: n in names)
+    first: dict[str, int] = {}
+    for r in rows.tolist():
+        first.setdefault(trace.name_of(r), r)
+    if len(first) != len(names):
+        return None
+    picked = np.asarray([first[s.name] for s in analysis.steps], dtype=np.int64)
+    return trace.ts_ns[picked], trace.end_ns[picked]
 
 
 def critical_path(
@@ -250,8 +292,7 @@ def critical_path(
         return CriticalPath(0, zero, [], steps, np.zeros(0, np.int64), empty, g, warnings)
 
     has_chain = g.chain_type != NO_EDGE
-    dist, origin, best = _longest(g, has_chain, np.ones(g.edge_src.shape[0], dtype=np.bool_))
-    nodes, chain_dst, cross = _backtrack(g, dist, origin, best)
+    dist, nodes, chain_dst, cross = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
     edges, parts, ops = _path_edges(trace, tree, g, chain_dst, cross, part)
     breakdown = np.bincount(parts, weights=edges.weight_ns, minlength=len(BREAKDOWN_KEYS))
     length = int(dist.max())
@@ -262,11 +303,18 @@ def critical_path(
         breakdown_ns=breakdown_ns,
         top_ops=_top_ops(trace, ops, edges.weight_ns),
         steps=_step_lengths(trace, tree, g, analysis),
-        rows=np.unique(g.node_row[nodes]),
+        rows=_rows_of(len(trace), g.node_row[nodes]),
         edges=edges,
         graph=g,
         warnings=warnings,
     )
+
+
+def _rows_of(n_rows: int, rows: I64) -> I64:
+    """The distinct rows, ascending (a mask, not a sort: paths have millions of nodes)."""
+    seen = np.zeros(n_rows, dtype=np.bool_)
+    seen[rows] = True
+    return np.flatnonzero(seen).astype(np.int64)
 
 
 def _no_edges() -> PathEdges:
@@ -289,7 +337,83 @@ def _edge_parts(trace: Trace, g: DependencyGraph, classes: KernelClasses | None)
     return part
 
 
-def _longest(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64, I64]:
+def _use_c() -> bool:
+    """Whether the C pass runs (`BADPUT_NO_C_PATHS=1` picks the numpy one, as tests do)."""
+    return _paths is not None and not os.environ.get("BADPUT_NO_C_PATHS")
+
+
+def _distances(
+    g: DependencyGraph,
+    chain_ok: Bools,
+    edge_ok: Bools,
+    chain_w: I64 | None = None,
+    edge_w: I64 | None = None,
+) -> tuple[I64, I64]:
+    """Longest-path distance to each node and its best in-edge (see `_longest`), by C.
+
+    `chain_w` / `edge_w` replace the graph's weights (a what-if).
+    """
+    n = len(g)
+    dist = np.zeros(n, dtype=np.int64)
+    best = np.zeros(n, dtype=np.int64)
+    wait = g.edge_type == EVENT_WAIT
+    _paths.longest(
+        np.ascontiguousarray(g.chain_pred, dtype=np.int64),
+        np.ascontiguousarray(g.chain_weight_ns if chain_w is None else chain_w, dtype=np.int64),
+        np.ascontiguousarray(chain_ok, dtype=np.uint8),
+        np.ascontiguousarray(g.edge_src, dtype=np.int64),
+        np.ascontiguousarray(g.edge_dst, dtype=np.int64),
+        np.ascontiguousarray(g.edge_weight_ns if edge_w is None else edge_w, dtype=np.int64),
+        np.ascontiguousarray(edge_ok, dtype=np.uint8),
+        np.ascontiguousarray(wait, dtype=np.uint8),
+        dist,
+        best,
+    )
+    return dist, best
+
+
+def _lengths(
+    g: DependencyGraph,
+    chain_ok: Bools,
+    edge_ok: Bools,
+    chain_w: I64 | None = None,
+    edge_w: I64 | None = None,
+) -> I64:
+    """Longest-path distance to each node (C where built, else numpy)."""
+    if _use_c():
+        return _distances(g, chain_ok, edge_ok, chain_w, edge_w)[0]
+    return _longest(g, chain_ok, edge_ok, chain_w, edge_w)[0]
+
+
+def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64, I64, I64]:
+    """Distances, and the longest path's nodes, chain-edge destinations and cross edges.
+
+    The cross edges are indices into the graph's edge arrays, in path order.
+    """
+    if not _use_c():
+        dist, origin, best = _longest(g, chain_ok, edge_ok)
+        return (dist, *_backtrack(g, dist, origin, best))
+    dist, best = _distances(g, chain_ok, edge_ok)
+    out = np.zeros(len(g), dtype=np.int64)
+    count = _paths.backtrack(
+        best,
+        np.ascontiguousarray(g.chain_pred, dtype=np.int64),
+        np.ascontiguousarray(g.edge_src, dtype=np.int64),
+        int(np.argmax(dist)),
+        out,
+    )
+    nodes = out[:count][::-1].copy()
+    how = best[nodes]
+    return dist, nodes, nodes[how == -2], how[how >= 0]
+
+
+def _longest(
+    g: DependencyGraph,
+    chain_ok: Bools,
+    edge_ok: Bools,
+    chain_w: I64 | None = None,
+    edge_w: I64 | None = None,
+) -> tuple[I64, I64, I64]:
     """Longest-path distance to each node, the start of its chain run, and its best in-edge.
 
     Returns `dist` (ns), `origin` (the node where the path to each node joined its chain),
@@ -297,9 +421,11 @@ def _longest(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, 
     the cross edge (into the graph's edge arrays) that the path to it arrives by.
     """
     n = len(g)
-    pred, w_chain = g.chain_pred, np.where(chain_ok, g.chain_weight_ns, 0)
+    pred = g.chain_pred
+    w_chain = np.where(chain_ok, g.chain_weight_ns if chain_w is None else chain_w, 0)
     e_idx = np.flatnonzero(edge_ok)
-    src, dst, w = g.edge_src[e_idx], g.edge_dst[e_idx], g.edge_weight_ns[e_idx]
+    src, dst = g.edge_src[e_idx], g.edge_dst[e_idx]
+    w = (g.edge_weight_ns if edge_w is None else edge_w)[e_idx]
     dist = np.zeros(n, dtype=np.int64)
     origin = np.arange(n, dtype=np.int64)
     span = int(g.node_ns.max() - g.node_ns.min()) if n else 0
@@ -503,13 +629,25 @@ def _enclosing_op(trace: Trace, g: DependencyGraph, events: I64) -> I64:
     return out
 
 
+#: The name under which every `ProfilerStep#N` op's own time on the path is listed.
+STEP_OP = "ProfilerStep#* (host time in the step outside any op)"
+
+
 def _top_ops(trace: Trace, op_row: I64, weight: I64) -> list[tuple[str, int]]:
-    """(op name, time) of the edges' ops, largest first, ties by name."""
+    """(op name, time) of the edges' ops, largest first, ties by name.
+
+    The steps' own annotations (`ProfilerStep#N`) count as one entry, `STEP_OP`: their time is
+    the host's outside any op (Python, the training loop), one figure for the whole path.
+    """
     keep = (op_row >= 0) & (weight > 0)
     ns = np.bincount(trace.name_id[op_row[keep]], weights=weight[keep], minlength=len(trace.names))
     ids = np.flatnonzero(ns > 0)
-    pairs = [(trace.names[i], int(ns[i])) for i in ids.tolist()]
-    return sorted(pairs, key=lambda p: (-p[1], p[0]))
+    totals: dict[str, int] = {}
+    for i in ids.tolist():
+        name = trace.names[i]
+        key = STEP_OP if profiler_step_number(name) is not None else name
+        totals[key] = totals.get(key, 0) + int(ns[i])
+    return sorted(totals.items(), key=lambda p: (-p[1], p[0]))
 
 
 def _step_lengths(
@@ -519,8 +657,12 @@ def _step_lengths(
     steps = analysis.steps
     if not steps or len(g) == 0:
         return [(s.name, 0) for s in steps]
-    start = np.asarray([s.start_ns for s in steps], dtype=np.int64)
-    end = start + np.asarray([s.dur_ns for s in steps], dtype=np.int64)
+    spans = _cpu_spans(trace, analysis)
+    if spans is not None:  # a host event belongs to the host span it starts in
+        start, end = spans
+    else:
+        start = np.asarray([s.start_ns for s in steps], dtype=np.int64)
+        end = start + np.asarray([s.dur_ns for s in steps], dtype=np.int64)
     order = np.argsort(start, kind="stable")
     start, end = start[order], end[order]
     # A host event belongs to the step it starts in; a GPU activity to its launch call's.
@@ -537,10 +679,121 @@ def _step_lengths(
     pred = np.maximum(g.chain_pred, 0)
     chain_ok = (g.chain_type != NO_EDGE) & (node_owner == node_owner[pred]) & (node_owner >= 0)
     edge_ok = (node_owner[g.edge_src] == node_owner[g.edge_dst]) & (node_owner[g.edge_dst] >= 0)
-    dist = _longest(g, chain_ok, edge_ok)[0]
+    dist = _lengths(g, chain_ok, edge_ok)
     length = np.zeros(len(steps), dtype=np.int64)
     has = node_owner >= 0
     np.maximum.at(length, node_owner[has], dist[has])
     by_input = np.empty(len(steps), dtype=np.int64)
     by_input[order] = length
     return [(s.name, int(by_input[i])) for i, s in enumerate(steps)]
+
+
+@dataclass(frozen=True, eq=False)
+class GraphChange:
+    """What a fix would shrink, as edges of the dependency graph (a finding's what-if).
+
+    Attributes:
+        gpu_rows: GPU activities (Trace rows) whose duration scales by `gpu_scale`.
+        gpu_scale: one factor, or one per row of `gpu_rows` (0: the activity takes no time,
+            or leaves the path, as fully overlapped communication would).
+        host_rows: host events whose own time scales by `host_scale`: every host edge inside
+            one of them (inside the event or any event nested in it).
+        host_scale: the factor for those host edges.
+        all_host: every host edge, except those inside `keep_host_rows`, scales by
+            `host_scale` (the host never makes the GPU wait, as with a CUDA graph replay).
+        keep_host_rows: host events whose time `all_host` keeps.
+        unblock_rows: host calls that no longer wait for the GPU: their sync edges go.
+        no_launch_delay: launch delays become zero.
+    """
+
+    gpu_rows: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    gpu_scale: float | npt.NDArray[np.float64] = 0.0
+    host_rows: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_scale: float = 0.0
+    all_host: bool = False
+    keep_host_rows: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    unblock_rows: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    no_launch_delay: bool = False
+
+
+def what_if(cp: CriticalPath, change: GraphChange) -> int | None:
+    """The critical path's length after `change`; None for a compact path (no graph).
+
+    The saving along dependencies is `cp.length_ns - what_if(cp, change)`: unlike a timeline
+    what-if, time taken off one chain only counts where that chain bounds the path, and work
+    that waits on other work (a kernel on its launch, the host on a sync) moves with it.
+
+    Example:
+        >>> gone = GraphChange(host_rows=loader_rows)  # doctest: +SKIP
+        >>> cp.length_ns - what_if(cp, gone)  # doctest: +SKIP
+        29927000
+    """
+    g = cp.graph
+    if g is None:
+        return None
+    if len(g) == 0:
+        return 0
+    # A stream runs its activities in order whatever the host does: where the measured graph
+    # replaced the stream's own order by a launch delay (its queue was empty), the what-if
+    # keeps the order too, at no weight (HTA's graph, built for the measured times, need not).
+    gpu_start = g.node_start & (g.node_event >= g.n_host) & (g.chain_pred >= 0)
+    chain_ok = (g.chain_type != NO_EDGE) | gpu_start
+    edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
+    chain_w = np.where(g.chain_type != NO_EDGE, g.chain_weight_ns, 0)
+    edge_w = g.edge_weight_ns.copy()
+    if change.gpu_rows.shape[0]:
+        rows = np.asarray(change.gpu_rows, dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        rows = rows[order]
+        scale = np.broadcast_to(np.asarray(change.gpu_scale, dtype=np.float64), order.shape)
+        scale = scale[order]
+        gpu = np.flatnonzero(g.chain_type == GPU)
+        at = np.minimum(np.searchsorted(rows, g.node_row[gpu]), rows.shape[0] - 1)
+        hit = rows[at] == g.node_row[gpu]
+        v = gpu[hit]
+        chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
+    host_edge = np.flatnonzero(g.chain_type == HOST)
+    if host_edge.shape[0] and (change.host_rows.shape[0] or change.all_host):
+        inner = _edge_event(g, host_edge)
+        if change.all_host:
+            shrink = ~_inside(g, inner, change.keep_host_rows)
+        else:
+            shrink = _inside(g, inner, change.host_rows)
+        v = host_edge[shrink]
+        chain_w[v] = np.round(chain_w[v] * change.host_scale).astype(np.int64)
+    if change.unblock_rows.shape[0]:
+        call_end = np.zeros(len(g), dtype=np.bool_)
+        ends = ~g.node_start & np.isin(g.node_row, change.unblock_rows)
+        call_end[ends & (g.node_event < g.n_host)] = True
+        edge_ok &= ~((g.edge_type == SYNC) & call_end[g.edge_dst])
+    if change.no_launch_delay:
+        edge_w[g.edge_type == LAUNCH_DELAY] = 0
+    return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w).max())
+
+
+def _edge_event(g: DependencyGraph, nodes: I64) -> I64:
+    """The innermost host event each host chain edge (by its destination node) lies in.
+
+    `NO_ID` for time between top-level events.
+    """
+    u = g.chain_pred[nodes]
+    ev_u = g.node_event[u]
+    # After an event's start: inside it; after its end: inside its parent.
+    return np.where(g.node_start[u], ev_u, g.event_parent[ev_u])
+
+
+def _inside(g: DependencyGraph, events: I64, rows: I64) -> Bools:
+    """Whether each host event (`NO_ID`: none) is one of `rows` or nested in one."""
+    marked = np.zeros(g.event_row.shape[0], dtype=np.bool_)
+    if rows.shape[0]:
+        marked[: g.n_host] = np.isin(g.event_row[: g.n_host], rows)
+    out = np.zeros(events.shape[0], dtype=np.bool_)
+    cur = events.copy()
+    todo = np.flatnonzero(cur >= 0)
+    while todo.size:
+        hit = marked[cur[todo]]
+        out[todo[hit]] = True
+        todo = todo[~hit]
+        cur[todo] = g.event_parent[cur[todo]]
+        todo = todo[cur[todo] >= 0]
+    return out

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
+from badput.analysis.critical_path import critical_path
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.launch import launch_stats
 from badput.analysis.ops import analyze_ops
@@ -364,4 +365,11 @@ def analyze_trace(
     out = [_analyze_device(trace, host, d, window, tree, classes, comm_row, hip) for d in devices]
     if tree is None:
         return out
-    return [dataclasses.replace(d, launch=launch_stats(trace, d, tree)) for d in out]
+    return [
+        dataclasses.replace(
+            d,
+            launch=launch_stats(trace, d, tree),
+            critical_path=critical_path(trace, d, tree) if d.goodput is not None else None,
+        )
+        for d in out
+    ]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from badput.analysis.classify import KernelClasses
+    from badput.analysis.critical_path import CriticalPath
     from badput.analysis.intervals import IntervalSet
     from badput.analysis.launch import LaunchStats
     from badput.analysis.ops import ModelAnalysis
@@ -186,6 +187,9 @@ class DeviceAnalysis:
             name, else by the host calls, hip* against cuda*), else "CUDA".
         launch: launch delays, queue depth, starved queues and slow launch calls of the
             window (`badput.analysis.launch`); None where the launch tree was not built.
+        critical_path: the longest path through the window's dependency graph, its
+            breakdown, top ops and per-step lengths (`badput.analysis.critical_path`); None
+            where the launch tree was not built or the GPU had no activity.
     """
 
     trace: str
@@ -210,6 +214,7 @@ class DeviceAnalysis:
     model: ModelAnalysis | None = field(default=None, repr=False, compare=False)
     runtime_api: str = "CUDA"
     launch: LaunchStats | None = field(default=None, repr=False, compare=False)
+    critical_path: CriticalPath | None = field(default=None, repr=False, compare=False)
 
     @property
     def short_kernel_share(self) -> float | None:

@@ -174,6 +174,7 @@ def outcome_of(trace: Trace, devices: list[DeviceAnalysis], top: int = 0) -> Ran
             timeline=None,
             kernels=d.kernels[:top] if top > 0 else d.kernels,
             launch=d.launch.compact() if d.launch is not None else None,
+            critical_path=d.critical_path.compact() if d.critical_path is not None else None,
         )
         for d in devices
     ]

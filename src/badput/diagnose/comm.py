@@ -16,8 +16,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from badput.analysis.comm import collectives
+from badput.analysis.critical_path import GraphChange
+from badput.analysis.patterns import CATEGORIES
 from badput.analysis.workload import Workload, workload_of
 from badput.diagnose._rule import PT as _PT
 from badput.diagnose._rule import pct as _pct
@@ -229,7 +232,21 @@ def exposed_communication(ctx: DeviceContext) -> Finding | None:
         savings,
         evidence,
         fix,
+        # Hidden entirely: the communication kernels leave the path.
+        change=GraphChange(gpu_rows=_comm_rows(ctx)),
     )
+
+
+def _comm_rows(ctx: DeviceContext) -> npt.NDArray[np.int64]:
+    """The device's communication kernels (Trace rows), by their classes."""
+    classes = ctx.timeline.classes
+    if classes is None:
+        return np.zeros(0, dtype=np.int64)
+    rows: npt.NDArray[np.int64] = classes.row[
+        classes.category == CATEGORIES.index("communication")
+    ].astype(np.int64)
+    on_device: npt.NDArray[np.int64] = rows[ctx.trace.device[rows] == ctx.analysis.device]
+    return on_device
 
 
 def _library(evidence: str) -> str:

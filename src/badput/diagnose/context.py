@@ -18,7 +18,9 @@ from badput.analysis.blocking import (
     BlockingCalls,
     blocking_calls,
 )
+from badput.analysis.critical_path import GraphChange, what_if
 from badput.analysis.intervals import IntervalSet
+from badput.analysis.patterns import is_dataloader_span
 from badput.analysis.results import DeviceAnalysis, Timeline, ratio
 from badput.diagnose.findings import RULES, Evidence, Finding, severity_of
 from badput.trace.model import EventKind, Trace
@@ -195,8 +197,13 @@ class DeviceContext:
         evidence: dict[str, Evidence],
         fix: list[str] | None = None,
         floor: str | None = None,
+        change: GraphChange | None = None,
     ) -> Finding | None:
-        """A finding of `rule_id` if its savings are worth reporting (or `floor` is set)."""
+        """A finding of `rule_id` if its savings are worth reporting (or `floor` is set).
+
+        `change` is the fix as a change of the dependency graph's edges: the finding then
+        also carries the saving along the critical path (`graph_savings_ns`).
+        """
         rule = RULES[rule_id]
         share = self.share(savings_ns)
         if share is None:
@@ -216,4 +223,22 @@ class DeviceContext:
             trace=self.analysis.trace,
             rank=self.analysis.rank,
             device=self.analysis.device,
+            graph_savings_ns=self.graph_savings(change) if change is not None else None,
         )
+
+    def graph_savings(self, change: GraphChange) -> float | None:
+        """Per-step saving of `change` along the critical path; None without a path graph."""
+        cp = self.analysis.critical_path
+        if cp is None:
+            return None
+        shorter = what_if(cp, change)
+        return None if shorter is None else self.per_step(max(cp.length_ns - shorter, 0))
+
+    @functools.cached_property
+    def loader_rows(self) -> npt.NDArray[np.int64]:
+        """The DataLoader spans (`enumerate(DataLoader)#...__next__`) of the trace."""
+        ops = self.rows(EventKind.CPU_OP, EventKind.ANNOTATION)
+        rows: npt.NDArray[np.int64] = self.trace.rows_named(ops, is_dataloader_span).astype(
+            np.int64
+        )
+        return rows

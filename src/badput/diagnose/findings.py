@@ -52,6 +52,9 @@ class Finding:
         evidence: named numbers from the trace that support it.
         savings_ns: time per step a what-if on the measured timeline gives back.
         savings_share: `savings_ns` over the mean step time (or the window without steps).
+        graph_savings_ns: time per step the same fix gives back along the critical path's
+            dependencies (`badput.analysis.critical_path.what_if`); None where the fix is
+            not a change of graph edges or the GPU has no critical path.
         fix: concrete steps, most effective first.
         refs: documentation links.
         trace: the trace file; empty for a job-level finding.
@@ -70,6 +73,7 @@ class Finding:
     trace: str = ""
     rank: int | None = None
     device: int = -1
+    graph_savings_ns: float | None = None
 
 
 @dataclass(frozen=True)

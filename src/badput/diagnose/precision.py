@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis.critical_path import GraphChange
 from badput.analysis.precision import FROM_TYPES, MatmulPrecisions, matmul_precisions
 from badput.analysis.tree import LaunchTree, launch_tree
 from badput.analysis.workload import BACKWARD_OP, OPTIMIZER_OP
@@ -237,4 +238,5 @@ def low_precision_math(ctx: DeviceContext) -> Finding | None:
         savings,
         evidence,
         fix,
+        change=GraphChange(gpu_rows=rows.astype(np.int64), gpu_scale=1 / speedup),
     )

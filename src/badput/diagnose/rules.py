@@ -11,6 +11,7 @@ from collections import Counter
 
 import numpy as np
 
+from badput.analysis.critical_path import GraphChange
 from badput.diagnose._rule import PT as _PT
 from badput.diagnose._rule import TUNING as _TUNING
 from badput.diagnose._rule import pct as _pct
@@ -95,6 +96,7 @@ def data_loading(ctx: DeviceContext) -> Finding | None:
             "single_process_loading": Evidence("yes" if single else "no"),
         },
         fix,
+        change=GraphChange(host_rows=ctx.loader_rows),
     )
 
 
@@ -192,6 +194,7 @@ def synchronization(ctx: DeviceContext) -> Finding | None:
         savings,
         evidence,
         fix,
+        change=GraphChange(unblock_rows=found.rows.astype(np.int64)),
     )
 
 
@@ -265,6 +268,9 @@ def host_overhead(ctx: DeviceContext) -> Finding | None:
         savings,
         evidence,
         [ctx.runtime_text(line) for line in RULES["host-overhead"].fix],
+        # The host never makes the GPU wait: its time outside DataLoader spans and launch
+        # delays go; blocking calls still wait for the GPU.
+        change=GraphChange(all_host=True, keep_host_rows=ctx.loader_rows, no_launch_delay=True),
     )
 
 

@@ -10,6 +10,7 @@ import msgspec
 
 from badput import __version__
 from badput.analysis.comm import CollectiveStat, link_peak_gbps
+from badput.analysis.critical_path import CriticalPath
 from badput.analysis.launch import LaunchStats
 from badput.analysis.memory import MemoryTimeline
 from badput.analysis.ops import ModelAnalysis
@@ -72,6 +73,9 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "evidence": {k: {"value": e.value, "unit": e.unit} for k, e in f.evidence.items()},
         "savings_us": round(f.savings_ns / 1000, 3),
         "savings_pct": round(100 * f.savings_share, 3),
+        "critical_path_savings_us": None
+        if f.graph_savings_ns is None
+        else round(f.graph_savings_ns / 1000, 3),
         "fix": f.fix,
         "refs": f.refs,
     }
@@ -215,6 +219,28 @@ def _device(
         "memory": memory_dict(memory),
         **model_dict(d.model),
         "launch": launch_dict(d.launch),
+        "critical_path": critical_path_dict(d.critical_path),
+    }
+
+
+#: Ops listed in `critical_path.top_ops`.
+TOP_PATH_OPS = 20
+
+
+def critical_path_dict(cp: CriticalPath | None) -> dict[str, Any] | None:
+    """The `critical_path` object of a device (`badput.analysis.critical_path`).
+
+    None without a launch tree or GPU activity. `breakdown_us` adds up to `length_us`
+    (integer nanoseconds underneath, so exactly up to the microsecond texts' rounding).
+    """
+    if cp is None:
+        return None
+    return {
+        "length_us": us(cp.length_ns),
+        "breakdown_us": {k: us(v) for k, v in cp.breakdown_ns.items()},
+        "top_ops": [{"op": op, "on_path_us": us(ns)} for op, ns in cp.top_ops[:TOP_PATH_OPS]],
+        "steps": [{"name": name, "length_us": us(ns)} for name, ns in cp.steps],
+        "warnings": list(cp.warnings),
     }
 
 

@@ -43,6 +43,8 @@ from badput.report.text import (
     _outliers,
     attribution_lines,
     collective_cells,
+    critical_path_lines,
+    graph_savings_text,
     job_title,
     launch_line,
     memory_summary,
@@ -127,7 +129,8 @@ def _finding_lines(findings: list[Finding], with_where: bool = False) -> list[st
         fix = md_escape(f.fix[0]) if f.fix else "–"
         lines.append(
             f"{i}. **{f.id}** [{f.severity}]{where}: {md_escape(f.title)}. "
-            f"Save ~{f.savings_ns / 1e6:,.2f} ms/step ({100 * f.savings_share:.1f} %). "
+            f"Save ~{f.savings_ns / 1e6:,.2f} ms/step ({100 * f.savings_share:.1f} %)"
+            f"{graph_savings_text(f)}. "
             f"Fix: {fix}"
         )
     more = len(findings) - _FINDINGS_SHOWN
@@ -196,6 +199,10 @@ def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> lis
             lines.append(f"\n{wanted - len(shown)} more operations in `--format json`.")
     if d.model is not None:
         lines += _model_lines(d, d.model, top)
+    if d.critical_path is not None and d.critical_path.length_ns > 0:
+        head_line, *rest = critical_path_lines(d)
+        lines.append(f"\n**{md_escape(head_line)}**")
+        lines += [f"\n{md_escape(line)}" for line in rest]
     if d.launch is not None and d.launch.delay is not None:
         lines.append(f"\n{md_escape(launch_line(d))}")
     for w in d.warnings[:_MAX_NOTES]:

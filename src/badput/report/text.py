@@ -94,6 +94,39 @@ def launch_line(d: DeviceAnalysis) -> str:
     return text
 
 
+#: Labels of the critical path's parts (`BREAKDOWN_KEYS`), in report order.
+PATH_PARTS = {
+    "host": "host",
+    "launch_delay": "launch delay",
+    "gpu_compute": "GPU compute",
+    "gpu_communication": "GPU communication",
+    "gpu_memory": "GPU memory",
+    "kernel_gap": "kernel gaps",
+    "sync_wait": "sync wait",
+}
+#: Ops named in the critical-path lines.
+PATH_OPS_SHOWN = 5
+
+
+def critical_path_lines(d: DeviceAnalysis) -> list[str]:
+    """The critical path in two lines: its length and breakdown, and the ops on it (issue 19)."""
+    cp = d.critical_path
+    assert cp is not None and cp.length_ns > 0
+    length = cp.length_ns
+    steps = len(d.steps)
+    per = f" ({length / steps / 1e6:,.2f} ms a step)" if steps > 1 else ""
+    parts = " · ".join(
+        f"{label} {100 * cp.breakdown_ns[key] / length:.1f} %"
+        for key, label in PATH_PARTS.items()
+        if cp.breakdown_ns[key] > 0
+    )
+    lines = [f"critical path {length / 1e6:,.2f} ms{per}: {parts}"]
+    if cp.top_ops:
+        ops = " · ".join(f"{op} {ns / 1e6:,.2f} ms" for op, ns in cp.top_ops[:PATH_OPS_SHOWN])
+        lines.append(f"on it: {ops}")
+    return lines
+
+
 def _pct(part: int | float, whole: int | float) -> str:
     return f"{100 * part / whole:5.1f} %" if whole else "    – "
 
@@ -228,7 +261,7 @@ def _findings(findings: list[Finding], title: str, with_where: bool = False) -> 
         line.append(f"{where}: {f.title}\n")
         line.append(
             f"   save ~{f.savings_ns / 1e6:,.2f} ms/step ({100 * f.savings_share:.1f} %)"
-            f" · fix: {f.fix[0] if f.fix else '-'}",
+            f"{graph_savings_text(f)} · fix: {f.fix[0] if f.fix else '-'}",
             style="dim",
         )
         lines.append(line)
@@ -236,6 +269,13 @@ def _findings(findings: list[Finding], title: str, with_where: bool = False) -> 
     tail = f"{more} more in --format json; " if more > 0 else ""
     lines.append(Text(f"{tail}badput explain ID for the full explanation", style="dim"))
     return lines
+
+
+def graph_savings_text(f: Finding) -> str:
+    """The saving along the critical path, where the finding has one (", 1.23 ms along ...")."""
+    if f.graph_savings_ns is None:
+        return ""
+    return f", {f.graph_savings_ns / 1e6:,.2f} ms along the critical path"
 
 
 def _findings_by_rule(findings: list[Finding], gpus: int) -> list[Text]:
@@ -662,6 +702,11 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding], width: int = 1
             )
     if d.model is not None and top != 0:
         parts += _model_section(d, d.model, top, width)
+    if d.critical_path is not None and d.critical_path.length_ns > 0:
+        parts.append(Text(""))
+        head_line, *rest = critical_path_lines(d)
+        parts.append(Text(head_line, style="bold"))
+        parts += [Text(line, style="dim") for line in rest]
     if d.launch is not None and d.launch.delay is not None:
         parts.append(Text(""))
         parts.append(Text(launch_line(d), style="dim"))

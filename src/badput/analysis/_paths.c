@@ -1,0 +1,176 @@
+/*
+ * Longest paths through a dependency graph (badput.analysis.critical_path), in one pass.
+ *
+ * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
+ * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
+ * any number of cross edges (launch, sync, event wait), given sorted by destination. So the
+ * longest path to every node is one pass over the nodes in order: the chain edge's value, or
+ * the first cross edge with the largest value where it is larger (an event wait also wins a
+ * tie with the chain edge). The numpy version in critical_path.py computes the same arrays
+ * with vector operations; this file only makes it fast. Both are optional paths to one
+ * result, and the tests compare them.
+ *
+ * Every argument is a buffer of packed native integers (int64, or uint8 for the masks); the
+ * caller allocates the outputs. Any violated precondition raises ValueError: never a wrong
+ * answer.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef struct {
+    Py_buffer b;
+    int held;
+} buf;
+
+static void release(buf *bs, int n) {
+    for (int i = 0; i < n; i++)
+        if (bs[i].held) PyBuffer_Release(&bs[i].b);
+}
+
+static int get(PyObject *o, buf *out, int writable, Py_ssize_t itemsize) {
+    int flags = writable ? (PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) : PyBUF_C_CONTIGUOUS;
+    if (PyObject_GetBuffer(o, &out->b, flags) < 0) return -1;
+    out->held = 1;
+    if (out->b.len % itemsize != 0) {
+        PyErr_SetString(PyExc_ValueError, "buffer length is not a whole number of items");
+        return -1;
+    }
+    return 0;
+}
+
+/* longest(pred, wchain, chain_ok, src, dst, w, edge_ok, wait, dist_out, best_out) -> None
+ *
+ * dist_out[v]: length of the longest path ending at v; best_out[v]: -1 (the path starts at v),
+ * -2 (it arrives by v's chain edge) or the index of the cross edge it arrives by. */
+static PyObject *longest(PyObject *self, PyObject *args) {
+    PyObject *o[10];
+    buf bs[10] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9]))
+        return NULL;
+    static const Py_ssize_t size[10] = {8, 8, 1, 8, 8, 8, 1, 1, 8, 8};
+    for (int i = 0; i < 10; i++) {
+        if (get(o[i], &bs[i], i >= 8, size[i]) < 0) {
+            release(bs, 10);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = bs[0].b.len / 8, m = bs[3].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[8].b.len / 8 != n ||
+        bs[9].b.len / 8 != n || bs[4].b.len / 8 != m || bs[5].b.len / 8 != m ||
+        bs[6].b.len != m || bs[7].b.len != m) {
+        release(bs, 10);
+        PyErr_SetString(PyExc_ValueError, "longest: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int64_t *pred = bs[0].b.buf, *wchain = bs[1].b.buf, *src = bs[3].b.buf,
+                  *dst = bs[4].b.buf, *w = bs[5].b.buf;
+    const uint8_t *chain_ok = bs[2].b.buf, *edge_ok = bs[6].b.buf, *wait = bs[7].b.buf;
+    int64_t *dist = bs[8].b.buf, *best = bs[9].b.buf;
+    const char *bad = NULL;
+    Py_ssize_t e = 0;
+    for (Py_ssize_t v = 0; v < n && !bad; v++) {
+        int64_t val = -1, b = -1;
+        int64_t p = pred[v];
+        if (chain_ok[v] && p >= 0) {
+            if (p >= v) {
+                bad = "longest: a chain edge runs against the node order";
+                break;
+            }
+            val = dist[p] + wchain[v];
+            b = -2;
+        }
+        int64_t cm = -1, ce = -1;
+        for (; e < m && dst[e] <= v; e++) {
+            if (dst[e] < v) {
+                bad = "longest: cross edges are not sorted by destination";
+                break;
+            }
+            if (!edge_ok[e]) continue;
+            int64_t s = src[e];
+            if (s < 0 || s >= v) {
+                bad = "longest: a cross edge runs against the node order";
+                break;
+            }
+            int64_t cand = dist[s] + w[e];
+            if (ce < 0 || cand > cm) {
+                cm = cand;
+                ce = e;
+            }
+        }
+        if (ce >= 0 && (cm > val || (wait[ce] && cm == val))) {
+            val = cm;
+            b = ce;
+        }
+        dist[v] = val < 0 ? 0 : val;
+        best[v] = b;
+    }
+    if (!bad && e < m) bad = "longest: a cross edge ends past the last node";
+    release(bs, 10);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* backtrack(best, pred, src, end, nodes_out) -> count
+ *
+ * The nodes of the path that ends at `end`, last first, into nodes_out[:count]. */
+static PyObject *backtrack(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    Py_ssize_t end;
+    buf bs[4] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOnO", &o[0], &o[1], &o[2], &end, &o[3])) return NULL;
+    for (int i = 0; i < 4; i++) {
+        if (get(o[i], &bs[i], i == 3, 8) < 0) {
+            release(bs, 4);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = bs[0].b.len / 8, m = bs[2].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[3].b.len / 8 != n || end < 0 || end >= n) {
+        release(bs, 4);
+        PyErr_SetString(PyExc_ValueError, "backtrack: bad arguments");
+        return NULL;
+    }
+    const int64_t *best = bs[0].b.buf, *pred = bs[1].b.buf, *src = bs[2].b.buf;
+    int64_t *out = bs[3].b.buf;
+    Py_ssize_t count = 0;
+    int64_t v = end;
+    const char *bad = NULL;
+    for (;;) {
+        if (count >= n) {
+            bad = "backtrack: the path does not end";
+            break;
+        }
+        out[count++] = v;
+        int64_t b = best[v], u;
+        if (b == -1) break;
+        if (b == -2) u = pred[v];
+        else if (b >= 0 && b < m) u = src[b];
+        else u = -1;
+        if (u < 0 || u >= v) {
+            bad = "backtrack: a step runs against the node order";
+            break;
+        }
+        v = u;
+    }
+    release(bs, 4);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
+static PyMethodDef methods[] = {
+    {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
+    {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_paths", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__paths(void) { return PyModule_Create(&module); }
