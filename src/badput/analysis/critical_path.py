@@ -51,8 +51,10 @@ from badput.analysis._graph import (
     SYNC,
     DependencyGraph,
     EventWaits,
+    _last_at_or_before,
     build_graph,
 )
+from badput.analysis._nesting import dense_pairs
 from badput.analysis.blocking import blocking_calls
 from badput.analysis.classify import KernelClasses
 from badput.analysis.patterns import CATEGORIES, profiler_step_number
@@ -696,10 +698,10 @@ class GraphChange:
         gpu_rows: GPU activities (Trace rows) whose duration scales by `gpu_scale`.
         gpu_scale: one factor, or one per row of `gpu_rows` (0: the activity takes no time,
             or leaves the path, as fully overlapped communication would).
-        host_rows: host events whose own time scales by `host_scale`: every host edge inside
-            one of them (inside the event or any event nested in it).
+        host_rows: host spans (ops, annotations) whose time scales by `host_scale`: every
+            host edge that lies within one of them on its thread.
         host_scale: the factor for those host edges.
-        all_host: every host edge, except those inside `keep_host_rows`, scales by
+        all_host: every host edge, except those within `keep_host_rows`, scales by
             `host_scale` (the host never makes the GPU wait, as with a CUDA graph replay).
         keep_host_rows: host events whose time `all_host` keeps.
         unblock_rows: host calls that no longer wait for the GPU: their sync edges go.
@@ -716,16 +718,17 @@ class GraphChange:
     no_launch_delay: bool = False
 
 
-def what_if(cp: CriticalPath, change: GraphChange) -> int | None:
+def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
     """The critical path's length after `change`; None for a compact path (no graph).
 
-    The saving along dependencies is `cp.length_ns - what_if(cp, change)`: unlike a timeline
-    what-if, time taken off one chain only counts where that chain bounds the path, and work
-    that waits on other work (a kernel on its launch, the host on a sync) moves with it.
+    The saving along dependencies is `cp.length_ns - what_if(trace, cp, change)`: unlike a
+    timeline what-if, time taken off one chain only counts where that chain bounds the path,
+    and work that waits on other work (a kernel on its launch, the host on a sync) moves
+    with it.
 
     Example:
         >>> gone = GraphChange(host_rows=loader_rows)  # doctest: +SKIP
-        >>> cp.length_ns - what_if(cp, gone)  # doctest: +SKIP
+        >>> cp.length_ns - what_if(trace, cp, gone)  # doctest: +SKIP
         29927000
     """
     g = cp.graph
@@ -754,11 +757,10 @@ def what_if(cp: CriticalPath, change: GraphChange) -> int | None:
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
     host_edge = np.flatnonzero(g.chain_type == HOST)
     if host_edge.shape[0] and (change.host_rows.shape[0] or change.all_host):
-        inner = _edge_event(g, host_edge)
         if change.all_host:
-            shrink = ~_inside(g, inner, change.keep_host_rows)
+            shrink = ~_within(trace, g, host_edge, change.keep_host_rows)
         else:
-            shrink = _inside(g, inner, change.host_rows)
+            shrink = _within(trace, g, host_edge, change.host_rows)
         v = host_edge[shrink]
         chain_w[v] = np.round(chain_w[v] * change.host_scale).astype(np.int64)
     if change.unblock_rows.shape[0]:
@@ -771,29 +773,26 @@ def what_if(cp: CriticalPath, change: GraphChange) -> int | None:
     return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w).max())
 
 
-def _edge_event(g: DependencyGraph, nodes: I64) -> I64:
-    """The innermost host event each host chain edge (by its destination node) lies in.
+def _within(trace: Trace, g: DependencyGraph, nodes: I64, rows: I64) -> Bools:
+    """Whether each host chain edge (by its destination node) lies within a span of `rows`.
 
-    `NO_ID` for time between top-level events.
+    Within a span on the edge's own thread, by time, not by nesting in the graph: the spans
+    may be annotations (a DataLoader's `__next__` is a user annotation in newer traces),
+    which are no events of the graph.
     """
-    u = g.chain_pred[nodes]
-    ev_u = g.node_event[u]
-    # After an event's start: inside it; after its end: inside its parent.
-    return np.where(g.node_start[u], ev_u, g.event_parent[ev_u])
-
-
-def _inside(g: DependencyGraph, events: I64, rows: I64) -> Bools:
-    """Whether each host event (`NO_ID`: none) is one of `rows` or nested in one."""
-    marked = np.zeros(g.event_row.shape[0], dtype=np.bool_)
-    if rows.shape[0]:
-        marked[: g.n_host] = np.isin(g.event_row[: g.n_host], rows)
-    out = np.zeros(events.shape[0], dtype=np.bool_)
-    cur = events.copy()
-    todo = np.flatnonzero(cur >= 0)
-    while todo.size:
-        hit = marked[cur[todo]]
-        out[todo[hit]] = True
-        todo = todo[~hit]
-        cur[todo] = g.event_parent[cur[todo]]
-        todo = todo[cur[todo] >= 0]
+    out = np.zeros(nodes.shape[0], dtype=np.bool_)
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.shape[0] == 0 or nodes.shape[0] == 0:
+        return out
+    edge_row = g.node_row[nodes]
+    keys = dense_pairs(
+        np.concatenate([trace.pid[rows], trace.pid[edge_row]]),
+        np.concatenate([trace.tid[rows], trace.tid[edge_row]]),
+    )
+    span_key, edge_key = keys[: rows.shape[0]], keys[rows.shape[0] :]
+    t_from, t_to = g.node_ns[g.chain_pred[nodes]], g.node_ns[nodes]
+    last = _last_at_or_before(span_key, trace.ts_ns[rows], edge_key, t_from)
+    found = last >= 0
+    span_end = trace.end_ns[rows[np.maximum(last, 0)]]
+    out[found] = t_to[found] <= span_end[found]
     return out

@@ -231,7 +231,7 @@ class DeviceContext:
         cp = self.analysis.critical_path
         if cp is None:
             return None
-        shorter = what_if(cp, change)
+        shorter = what_if(self.trace, cp, change)
         return None if shorter is None else self.per_step(max(cp.length_ns - shorter, 0))
 
     @functools.cached_property

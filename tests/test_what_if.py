@@ -1,0 +1,161 @@
+"""The graph what-if (issue 19): a fix as shrunk edges, and the critical path's new length.
+
+Synthetic traces in whole microseconds (`tests/synth.py`); each case works out the path
+before and after the change by hand. The C and numpy longest-path passes must agree on every
+path (`BADPUT_NO_C_PATHS=1` forces numpy).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from badput.analysis import critical_path as cp_module
+from badput.analysis.critical_path import GraphChange, critical_path, what_if
+from badput.analysis.device import analyze_trace
+from badput.diagnose import diagnose_device
+from badput.trace import load_trace
+from badput.trace.model import EventKind, Trace
+from synth import TraceBuilder
+
+US = 1000
+GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"
+NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+def new_trace() -> TraceBuilder:
+    b = TraceBuilder()
+    b.device_properties([0], name=A100)
+    return b
+
+
+def rows_named(trace: Trace, name: str) -> np.ndarray:
+    return np.flatnonzero([trace.name_of(i) == name for i in range(len(trace))]).astype(np.int64)
+
+
+@pytest.fixture(params=["c", "numpy"])
+def longest_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run each case with the C pass (where built) and with numpy."""
+    if request.param == "numpy":
+        monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+    elif cp_module._paths is None:
+        pytest.skip("the C longest-path pass is not built")
+    return str(request.param)
+
+
+def test_data_loading_leaves_the_path(tmp_path: Path, longest_pass: str) -> None:
+    # ProfilerStep#1 [0, 300): the DataLoader's __next__ (a user annotation) [0, 100) with a
+    # collate op inside [10, 90), then aten::mm [100, 110) launching at [101, 106) a 150 us
+    # kernel [112, 262) onto an empty queue. Host time outside any op is no work on the path
+    # (HTA's definition: annotations are transparent, top-level events join at no weight).
+    # Path: the collate op's 80 us, 1 us of aten::mm, launch delay 11, kernel 150: 242 us.
+    # Without the DataLoader's host time (the op inside its span): 1 + 11 + 150 = 162 us.
+    b = new_trace()
+    b.profiler_step(1, 0, 300)
+    b.dataloader(0, 100)
+    b.cpu_op("aten::cat", 10, 90)
+    b.cpu_op("aten::mm", 100, 110)
+    b.launch(GEMM, cpu=(101, 106), gpu=(112, 262))
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    d = analyze_trace(trace)[0]
+    cp = d.critical_path
+    assert cp is not None and cp.length_ns == 242 * US
+    loader = np.flatnonzero(trace.kind == EventKind.ANNOTATION)
+    loader = loader[[("DataLoader" in trace.name_of(int(r))) for r in loader]].astype(np.int64)
+    assert what_if(trace, cp, GraphChange(host_rows=loader)) == 162 * US
+    # The finding carries the same saving, per step (one step).
+    found = {f.id: f for f in diagnose_device(trace, d)}
+    assert found["data-loading"].graph_savings_ns == pytest.approx(80 * US)
+    # A compact path (as reports ship it) has no graph to ask.
+    assert what_if(trace, cp.compact(), GraphChange(host_rows=loader)) is None
+
+
+def test_stream_order_holds_in_a_what_if(tmp_path: Path, longest_pass: str) -> None:
+    # Kernel A [10, 110) launched at [0, 5); a host op [5, 200); kernel B [210, 260) launched
+    # at [200, 205) onto an empty queue (A ended at 110): the measured graph joins B to its
+    # launch (delay 10), not to A. Path: 5 + 195 + delay... = host 200 + delay 10 + B 50 =
+    # 260 us. With no host time and no launch delays, B still runs after A on their stream:
+    # A's delay 10 is gone too, so 100 + 50 = 150 us (not max(100, 50)).
+    b = new_trace()
+    b.launch(GEMM, cpu=(0, 5), gpu=(10, 110))
+    b.cpu_op("aten::foo", 5, 200)
+    b.launch(GEMM, cpu=(200, 205), gpu=(210, 260))
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    d = analyze_trace(trace)[0]
+    cp = d.critical_path
+    assert cp is not None and cp.length_ns == 260 * US
+    change = GraphChange(all_host=True, no_launch_delay=True)
+    assert what_if(trace, cp, change) == 150 * US
+
+
+def test_unblocked_sync(tmp_path: Path, longest_pass: str) -> None:
+    # A 1 us launch [0, 1) of a 500 us kernel [5, 505), cudaDeviceSynchronize [2, 505), then
+    # a 100 us op [505, 605). Measured: delay 5 + kernel 500 + sync + op 100 = 605 us. If the
+    # call did not wait: the host needs 1 + 0 + 100 = 101 us, the GPU 505 us: 505 us.
+    b = new_trace()
+    b.profiler_step(1, 0, 605)
+    b.launch(GEMM, cpu=(0, 1), gpu=(5, 505))
+    sync = b.runtime("cudaDeviceSynchronize", 2, 505)
+    event = b.cuda_sync("Context Sync", 498, 505)
+    event["args"]["correlation"] = sync
+    b.cpu_op("aten::mul", 505, 605)
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    d = analyze_trace(trace)[0]
+    cp = d.critical_path
+    assert cp is not None and cp.length_ns == 605 * US
+    call = rows_named(trace, "cudaDeviceSynchronize")
+    assert what_if(trace, cp, GraphChange(unblock_rows=call)) == 505 * US
+
+
+def test_hidden_communication_and_faster_kernels(tmp_path: Path, longest_pass: str) -> None:
+    # One stream: GEMM [10, 110), an all-reduce [110, 210), GEMM [210, 260), launched at 0,
+    # 1, 2 (the queue is never empty after the first): 10 + 100 + 100 + 50 = 260 us.
+    # Communication hidden: 160 us. The GEMMs twice as fast: 10 + 50 + 100 + 25 = 185 us.
+    b = new_trace()
+    b.launch(GEMM, cpu=(0, 1), gpu=(10, 110))
+    b.launch(NCCL, cpu=(1, 2), gpu=(110, 210))
+    b.launch(GEMM, cpu=(2, 3), gpu=(210, 260))
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    d = analyze_trace(trace)[0]
+    cp = d.critical_path
+    assert cp is not None and cp.length_ns == 260 * US
+    assert cp.breakdown_ns["gpu_communication"] == 100 * US
+    nccl, gemm = rows_named(trace, NCCL), rows_named(trace, GEMM)
+    gemm = gemm[trace.kind[gemm] == EventKind.KERNEL]
+    nccl = nccl[trace.kind[nccl] == EventKind.KERNEL]
+    assert what_if(trace, cp, GraphChange(gpu_rows=nccl)) == 160 * US
+    assert what_if(trace, cp, GraphChange(gpu_rows=gemm, gpu_scale=0.5)) == 185 * US
+    # Per-row factors: the first GEMM gone, the second unchanged: 10 + 0 + 100 + 50.
+    per_row = GraphChange(gpu_rows=gemm, gpu_scale=np.array([0.0, 1.0]))
+    assert what_if(trace, cp, per_row) == 160 * US
+    # No change: the measured length.
+    assert what_if(trace, cp, GraphChange()) == cp.length_ns
+
+
+def test_c_and_numpy_passes_agree_on_the_shared_traces(
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if cp_module._paths is None:
+        pytest.skip("the C longest-path pass is not built")
+    paths = sorted(shared_traces.glob("hta-critical-path/*.json.gz"))
+    paths += sorted(shared_traces.glob("param-dlrm-8rank/*worker0*.json.gz"))
+    assert len(paths) >= 5
+    for path in paths:
+        trace = load_trace(str(path))
+        d = analyze_trace(trace)[0]
+        c = critical_path(trace, d)
+        monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+        n = critical_path(trace, d)
+        monkeypatch.delenv("BADPUT_NO_C_PATHS")
+        assert (c.length_ns, c.breakdown_ns, c.steps, c.top_ops) == (
+            n.length_ns,
+            n.breakdown_ns,
+            n.steps,
+            n.top_ops,
+        ), path.name
+        assert np.array_equal(c.rows, n.rows), path.name
+        for key in ("src_row", "dst_row", "src_start", "dst_start", "edge_type", "weight_ns"):
+            assert np.array_equal(getattr(c.edges, key), getattr(n.edges, key)), (path.name, key)
