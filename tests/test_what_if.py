@@ -49,10 +49,11 @@ def longest_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 def test_data_loading_leaves_the_path(tmp_path: Path, longest_pass: str) -> None:
     # ProfilerStep#1 [0, 300): the DataLoader's __next__ (a user annotation) [0, 100) with a
     # collate op inside [10, 90), then aten::mm [100, 110) launching at [101, 106) a 150 us
-    # kernel [112, 262) onto an empty queue. Host time outside any op is no work on the path
-    # (HTA's definition: annotations are transparent, top-level events join at no weight).
-    # Path: the collate op's 80 us, 1 us of aten::mm, launch delay 11, kernel 150: 242 us.
-    # Without the DataLoader's host time (the op inside its span): 1 + 11 + 150 = 162 us.
+    # kernel [112, 262) onto an empty queue. Annotations are no events of the graph: the path
+    # begins at the first op (10). Path: the collate op's 80 us, the DataLoader's own 10 us
+    # after it (host work between ops inside a span weighs its gap), 1 us of aten::mm, launch
+    # delay 11, kernel 150: 252 us. Without the DataLoader's host time (all of it within its
+    # span): 1 + 11 + 150 = 162 us. In HTA's graph (between_ops=False) the 10 us gap is idle.
     b = new_trace()
     b.profiler_step(1, 0, 300)
     b.dataloader(0, 100)
@@ -62,13 +63,17 @@ def test_data_loading_leaves_the_path(tmp_path: Path, longest_pass: str) -> None
     trace = load_trace(str(b.write(tmp_path / "t.json")))
     d = analyze_trace(trace)[0]
     cp = d.critical_path
-    assert cp is not None and cp.length_ns == 242 * US
+    assert cp is not None and cp.length_ns == 252 * US
+    assert critical_path(trace, d, between_ops=False).length_ns == 242 * US
+    # aten::mm: its 1 us, and the launch delay and kernel of the work it launched.
+    loader_name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    assert cp.top_ops == [("aten::mm", 162 * US), ("aten::cat", 80 * US), (loader_name, 10 * US)]
     loader = np.flatnonzero(trace.kind == EventKind.ANNOTATION)
     loader = loader[[("DataLoader" in trace.name_of(int(r))) for r in loader]].astype(np.int64)
     assert what_if(trace, cp, GraphChange(host_rows=loader)) == 162 * US
     # The finding carries the same saving, per step (one step).
     found = {f.id: f for f in diagnose_device(trace, d)}
-    assert found["data-loading"].graph_savings_ns == pytest.approx(80 * US)
+    assert found["data-loading"].graph_savings_ns == pytest.approx(90 * US)
     # A compact path (as reports ship it) has no graph to ask.
     assert what_if(trace, cp.compact(), GraphChange(host_rows=loader)) is None
 

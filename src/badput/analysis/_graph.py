@@ -86,6 +86,9 @@ class DependencyGraph:
         chain_pred: the previous node on the node's chain, `NO_ID` at a chain's first node.
         chain_type: type of the chain edge from `chain_pred`, `NO_EDGE` where there is none.
         chain_weight_ns: its weight (0 without one).
+        chain_span_row: for a `dependency` edge that lies in an annotation or Python frame on
+            its thread (host work between ops), the Trace row of the innermost such span;
+            `NO_ID` elsewhere. Those edges weigh their gap; other dependency edges weigh 0.
         edge_src, edge_dst, edge_type, edge_weight_ns: the cross edges, by destination.
         event_row: the Trace row of each event (host events in open order, then GPU).
         event_parent: index into the events of each host event's parent, `NO_ID` at a root
@@ -102,6 +105,7 @@ class DependencyGraph:
     chain_pred: I64
     chain_type: I8
     chain_weight_ns: I64
+    chain_span_row: I64
     edge_src: I64
     edge_dst: I64
     edge_type: I8
@@ -159,6 +163,45 @@ def _last_at_or_before(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, after: boo
     return out
 
 
+def _enclosing_span(trace: Trace, rows: I64, t_from: I64, t_to: I64) -> I64:
+    """Per gap `[t_from, t_to]` on the thread of `rows`, the innermost span containing it.
+
+    Spans: annotations and Python frames. `NO_ID` where none contains the gap.
+    """
+    out = np.full(rows.shape[0], NO_ID, dtype=np.int64)
+    kind = trace.kind
+    spans = np.flatnonzero(
+        ((kind == EventKind.ANNOTATION) | (kind == EventKind.PYTHON))
+        & (trace.phase == FlowPhase.COMPLETE)
+        & (trace.dur_ns > 0)
+    )
+    if spans.shape[0] == 0 or rows.shape[0] == 0:
+        return out
+    keys = dense_pairs(
+        np.concatenate([trace.pid[spans], trace.pid[rows]]),
+        np.concatenate([trace.tid[spans], trace.tid[rows]]),
+    )
+    s_key, q_key = keys[: spans.shape[0]], keys[spans.shape[0] :]
+    s_start, s_end = trace.ts_ns[spans], trace.end_ns[spans]
+
+    def zero_rank(at: I64) -> npt.NDArray[np.int8]:
+        return np.zeros(at.shape[0], dtype=np.int8)
+
+    order, parent, _, _, _ = nest(s_key, s_start, s_end, zero_rank)
+    spans, s_key, s_start, s_end = spans[order], s_key[order], s_start[order], s_end[order]
+    # The last span opened at or before the gap, then up its parents until one contains it.
+    cand = _last_at_or_before(s_key, s_start, q_key, t_from)
+    todo = np.flatnonzero(cand >= 0)
+    while todo.size:
+        c = cand[todo]
+        hit = s_end[c] >= t_to[todo]
+        out[todo[hit]] = spans[c[hit]]
+        todo = todo[~hit]
+        cand[todo] = parent[cand[todo]]
+        todo = todo[cand[todo] >= 0]
+    return out
+
+
 def _by_correlation(trace: Trace, rows: I64, wanted: I64) -> I64:
     """Per wanted correlation id, the row of `rows` with it, `NO_ID` where none."""
     out = np.full(wanted.shape[0], NO_ID, dtype=np.int64)
@@ -181,6 +224,7 @@ def build_graph(
     end_ns: int,
     blocking_rows: I64,
     waits: EventWaits | None,
+    between_ops: bool = True,
 ) -> DependencyGraph:
     """The dependency graph of `device` over host events starting in `[start_ns, end_ns]`.
 
@@ -194,6 +238,9 @@ def build_graph(
         end_ns: window end (inclusive).
         blocking_rows: host calls that waited for this GPU (`analysis.blocking`).
         waits: the record each wait waited on; the trace's own (`Trace.sync_waits`) if None.
+        between_ops: host time between top-level events inside an annotation or Python frame
+            weighs its gap (the training loop's own work); False: every dependency edge
+            weighs 0, as HTA's graph has it.
     """
     warnings: list[str] = []
     if waits is None:
@@ -480,7 +527,19 @@ def build_graph(
     g_index = np.maximum(ev_v - n_host, 0)
     gap_cut = gap & empty_queue[g_index]
     ctype[gap & ~gap_cut] = KERNEL_GAP
-    weight[(ctype == DEPENDENCY) | (ctype == BLOCKING) | (ctype == NO_EDGE)] = 0
+    # Between top-level events the thread is idle, unless it is inside an annotation or a
+    # Python frame (the training loop's own code, a DataLoader's __next__): that gap is host
+    # work, and the span it lies in names it.
+    span_row = np.full(2 * n_ev, NO_ID, dtype=np.int64)
+    dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
+    if dep_nodes.shape[0] and between_ops:
+        inside = _enclosing_span(
+            trace, ev_row[node_event[dep_nodes]], node_ns[u[dep_nodes]], node_ns[dep_nodes]
+        )
+        span_row[dep_nodes] = inside
+        dep_nodes = dep_nodes[inside < 0]
+    weight[dep_nodes] = 0
+    weight[(ctype == BLOCKING) | (ctype == NO_EDGE)] = 0
 
     e_src = np.concatenate(src) if src else np.zeros(0, np.int64)
     e_dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
@@ -504,6 +563,7 @@ def build_graph(
         chain_pred=pred,
         chain_type=ctype,
         chain_weight_ns=np.maximum(weight, 0),
+        chain_span_row=span_row,
         edge_src=e_src[by_dst],
         edge_dst=e_dst[by_dst],
         edge_type=e_type[by_dst].astype(np.int8),

@@ -185,6 +185,7 @@ def dependency_graph(
     *,
     window: tuple[int, int] | None = None,
     waits: EventWaits | None = None,
+    between_ops: bool = True,
 ) -> DependencyGraph:
     """The dependency graph of one GPU's window (see the module docstring for its edges).
 
@@ -195,6 +196,7 @@ def dependency_graph(
         window: (start_ns, end_ns): host events starting in it, and what they launched.
         waits: the record each event wait waited on; the trace's own (`Trace.sync_waits`)
             if None.
+        between_ops: see `critical_path`.
     """
     if tree is None:
         tree = analysis.timeline.tree if analysis.timeline is not None else None
@@ -219,7 +221,7 @@ def dependency_graph(
         if analysis.timeline is not None and analysis.window_ns > 0
         else np.zeros(0, dtype=np.int64)
     )
-    return build_graph(trace, tree, analysis.device, w0, w1, blocking, waits)
+    return build_graph(trace, tree, analysis.device, w0, w1, blocking, waits, between_ops)
 
 
 def _cpu_spans(trace: Trace, analysis: DeviceAnalysis) -> tuple[I64, I64] | None:
@@ -251,6 +253,7 @@ def critical_path(
     *,
     window: tuple[int, int] | None = None,
     waits: EventWaits | None = None,
+    between_ops: bool = True,
 ) -> CriticalPath:
     """The critical path of one GPU's window, its breakdown, its top ops and per-step lengths.
 
@@ -260,6 +263,9 @@ def critical_path(
         tree: the trace's launch tree; the analysis's by default.
         window: (start_ns, end_ns) instead of the analysis window (HTA's annotation region).
         waits: see `dependency_graph`.
+        between_ops: host time between top-level ops inside an annotation or Python frame
+            (the training loop's own code) is host work on the path; False gives HTA's graph,
+            where every gap between top-level events is idle.
 
     Returns:
         The path; a trace without host events gives the GPU's own path, one without GPU
@@ -275,7 +281,7 @@ def critical_path(
         tree = analysis.timeline.tree
     if tree is None:
         tree = launch_tree(trace)
-    g = dependency_graph(trace, analysis, tree, window=window, waits=waits)
+    g = dependency_graph(trace, analysis, tree, window=window, waits=waits, between_ops=between_ops)
     warnings = list(g.warnings)
     if not (trace.kind == EventKind.SYNC).any():
         warnings.append(
@@ -597,6 +603,9 @@ def _path_edges(
     op_row = np.full(src.shape[0], NO_ID, dtype=np.int64)
     h = np.flatnonzero(host_edge)
     op_row[h] = g.event_row[_enclosing_op(trace, g, attributed[h])]
+    # Host work between ops: the annotation or Python frame it ran in.
+    span = np.where(etype == DEPENDENCY, g.chain_span_row[dst], NO_ID)
+    op_row = np.where(span >= 0, span, op_row)
     gpu_edge = ~host_edge & ((etype == GPU) | (etype == KERNEL_GAP) | (etype == LAUNCH_DELAY))
     k = np.flatnonzero(gpu_edge)
     krow = g.node_row[dst[k]]
@@ -755,7 +764,7 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         hit = rows[at] == g.node_row[gpu]
         v = gpu[hit]
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
-    host_edge = np.flatnonzero(g.chain_type == HOST)
+    host_edge = np.flatnonzero((g.chain_type == HOST) | (g.chain_type == DEPENDENCY))
     if host_edge.shape[0] and (change.host_rows.shape[0] or change.all_host):
         if change.all_host:
             shrink = ~_within(trace, g, host_edge, change.keep_host_rows)
