@@ -163,6 +163,41 @@ def _last_at_or_before(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, after: boo
     return out
 
 
+def _topological_order(t: I64, cls: I64, sub: I64, chain: I64) -> I64:
+    """The node order: by time, class, depth key, chain (then input order), as one lexsort.
+
+    Packed into one int64 key where the ranges fit (they do for any window under ~18 hours
+    of nanoseconds with a thousand chains), which sorts in a fraction of a four-key lexsort.
+    """
+    if t.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    t0, s0 = int(t.min()), int(sub.min())
+    t_bits = (int(t.max()) - t0).bit_length()
+    s_bits = (int(sub.max()) - s0).bit_length()
+    c_bits = int(chain.max()).bit_length()
+    if t_bits + 2 + s_bits + c_bits > 62 or int(cls.max()) > 3 or int(chain.min()) < 0:
+        order: I64 = np.lexsort((chain, sub, cls, t)).astype(np.int64)
+        return order
+    key = t - t0
+    key <<= 2
+    key |= cls
+    key <<= s_bits
+    key |= sub - s0
+    key <<= c_bits
+    key |= chain
+    packed: I64 = np.argsort(key, kind="stable").astype(np.int64)
+    return packed
+
+
+def _stable_order(small: I64) -> I64:
+    """Stable argsort of small non-negative ints (chain ids): radix sort on int16 where they fit."""
+    if small.shape[0] and int(small.min()) >= 0 and int(small.max()) < 1 << 15:
+        order: I64 = np.argsort(small.astype(np.int16), kind="stable").astype(np.int64)
+        return order
+    fallback: I64 = np.argsort(small, kind="stable").astype(np.int64)
+    return fallback
+
+
 def _enclosing_span(trace: Trace, rows: I64, t_from: I64, t_to: I64) -> I64:
     """Per gap `[t_from, t_to]` on the thread of `rows`, the innermost span containing it.
 
@@ -325,7 +360,7 @@ def build_graph(
     )
     sub = np.concatenate([depth, np.zeros(n_gpu, np.int64), -depth, np.zeros(n_gpu, np.int64)])
     chain = np.concatenate([ev_chain, ev_chain])
-    topo = np.lexsort((chain, sub, cls, t))
+    topo = _topological_order(t, cls, sub, chain)
     pos = np.empty(2 * n_ev, dtype=np.int64)
     pos[topo] = np.arange(2 * n_ev)
     node_event = topo % n_ev if n_ev else topo
@@ -334,7 +369,7 @@ def build_graph(
     start_node, end_node = pos[:n_ev], pos[n_ev:]
 
     # Chain edges: consecutive nodes of a chain.
-    by_chain = np.lexsort((np.arange(2 * n_ev), node_chain))
+    by_chain = _stable_order(node_chain)
     pred = np.full(2 * n_ev, NO_ID, dtype=np.int64)
     if by_chain.shape[0] > 1:
         same = node_chain[by_chain[1:]] == node_chain[by_chain[:-1]]
