@@ -14,7 +14,14 @@ import pytest
 from badput.analysis import analyze_trace
 from badput.cli.app import main
 from badput.diagnose import diagnose_device
-from badput.report.perfetto import TRACKS, annotation_events, badput_pid, write_annotated
+from badput.report.perfetto import (
+    CRITICAL_PATH_TID,
+    CRITICAL_PATH_TRACK,
+    TRACKS,
+    annotation_events,
+    badput_pid,
+    write_annotated,
+)
 from badput.trace import load_trace
 
 TRACES = [
@@ -60,20 +67,31 @@ def test_annotate_real_trace(shared_traces: Path, tmp_path: Path, name: str) -> 
 
     pids = {badput_pid(d.device, trace.pid): d for d in analyses}
     assert not {e.get("pid") for e in original["traceEvents"]} & pids.keys()
-    kept = [e for e in annotated["traceEvents"] if e.get("pid") not in pids]
-    added = [e for e in annotated["traceEvents"] if e.get("pid") in pids]
+    # The critical path's flow arrows sit on the original threads (their own category).
+    arrows = [e for e in annotated["traceEvents"] if e.get("cat") == "badput-critical-path"]
+    rest = [e for e in annotated["traceEvents"] if e.get("cat") != "badput-critical-path"]
+    kept = [e for e in rest if e.get("pid") not in pids]
+    added = [e for e in rest if e.get("pid") in pids]
+    assert arrows and len(arrows) % 2 == 0
+    assert Counter(e["id"] for e in arrows) == Counter({e["id"]: 2 for e in arrows})
     assert Counter(map(_canon, kept)) == Counter(map(_canon, original["traceEvents"]))
     assert len(kept) == len(original["traceEvents"])
 
     # Same clock as the original events (relative to baseTimeNanoseconds where there is one).
     starts = [_ns(e["ts"]) for e in original["traceEvents"] if e.get("ph") == "X"]
-    assert all(min(starts) <= _ns(e["ts"]) <= max(starts) for e in added if "ts" in e)
+    first, last = min(starts), max(starts)
+    assert all(first <= _ns(e["ts"]) <= last for e in added if "ts" in e)
     for pid, d in pids.items():
         mine = [e for e in added if e["pid"] == pid]
         names = {e["args"]["name"] for e in mine if e["name"] == "thread_name"}
-        assert names == {"findings"} | {track for _, track, _ in TRACKS}
+        assert names == {"findings", CRITICAL_PATH_TRACK} | {track for _, track, _ in TRACKS}
         sums = {track: 0 for _, track, _ in TRACKS}
         w0, w1 = d.window_start_ns, d.window_start_ns + d.window_ns
+        # The critical-path track: its slices add up to the path's length exactly.
+        path = [e for e in mine if e.get("tid") == CRITICAL_PATH_TID and e["ph"] == "X"]
+        assert d.critical_path is not None
+        assert sum(_ns(e["dur"]) for e in path) == d.critical_path.length_ns
+        mine = [e for e in mine if e.get("tid") != CRITICAL_PATH_TID]
         for e in mine:
             if e["ph"] == "X":
                 start, dur = _ns(e["ts"]), _ns(e["dur"])

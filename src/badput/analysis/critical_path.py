@@ -129,6 +129,7 @@ class PathEdges:
         src_start, dst_start: whether the edge leaves (enters) the event's start (else end).
         edge_type: index into `EDGE_TYPES`.
         weight_ns: the edge's weight.
+        part: index into `BREAKDOWN_KEYS` of the part of the length the edge's weight is in.
     """
 
     src_row: I64
@@ -137,6 +138,7 @@ class PathEdges:
     dst_start: Bools
     edge_type: I8
     weight_ns: I64
+    part: I8 = field(default_factory=lambda: np.zeros(0, np.int8))
 
     def __len__(self) -> int:
         """Number of edges."""
@@ -327,7 +329,7 @@ def _rows_of(n_rows: int, rows: I64) -> I64:
 
 def _no_edges() -> PathEdges:
     i64, b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
-    return PathEdges(i64, i64, b, b, np.zeros(0, np.int8), i64)
+    return PathEdges(i64, i64, b, b, np.zeros(0, np.int8), i64, np.zeros(0, np.int8))
 
 
 def _edge_parts(trace: Trace, g: DependencyGraph, classes: KernelClasses | None) -> I64:
@@ -619,6 +621,7 @@ def _path_edges(
         dst_start=start_dst,
         edge_type=etype,
         weight_ns=weight,
+        part=parts.astype(np.int8),
     )
     return edges, parts, op_row
 

@@ -9,6 +9,10 @@ Two timelines per GPU: the window's time axis with each step at its place (its p
 as totals), and, for the typical (median-length) and the longest step, the GPU's busy and idle
 pieces in time order, coloured by kind and idle cause (`analysis.segments`, computed in the
 worker from the analysis's interval sets; pieces under 1/2,000 of the step are only counted).
+
+Per GPU, the critical path (`analysis.critical_path`): its length split by part in one bar,
+the ops with the most time on it, and the queue depth of each stream over the typical step
+(`analysis.launch`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from badput import __version__
+from badput.analysis.critical_path import CriticalPath
 from badput.analysis.diff import DeviceDiff, TraceDiff
+from badput.analysis.launch import QueueSeries
 from badput.analysis.memory import MemoryTimeline
 from badput.analysis.ops import NO_MODULE, STAGES, ModelAnalysis, ModuleRow, OpRow
 from badput.analysis.ranks import RankSummary
@@ -36,9 +42,11 @@ from badput.report.units import format_ms as _ms
 __all__ = [
     "PAGE_CSS",
     "PARTS",
+    "PATH_PARTS",
     "html_table",
     "memory_plot",
     "module_icicle",
+    "queue_plot",
     "render_diff_html",
     "render_html",
     "roofline_plot",
@@ -70,6 +78,23 @@ PARTS: tuple[tuple[str, str, str], ...] = (
 )
 
 _LABELS = {key: label for key, label, _ in PARTS}
+
+#: The parts of a critical path's length (`critical_path.BREAKDOWN_KEYS`): (key, label,
+#: colour), in the report's palette (host work orange, the runtime's delay red, GPU work by
+#: kind as in `PARTS`, waiting greys).
+PATH_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("host", "host", "#f39c12"),
+    ("launch_delay", "launch delay", "#c0392b"),
+    ("gpu_compute", "GPU compute", "#2e9e44"),
+    ("gpu_communication", "GPU communication", "#8e44ad"),
+    ("gpu_memory", "GPU memcpy/memset", "#2f6fb0"),
+    ("kernel_gap", "kernel gap", "#95a5a6"),
+    ("sync_wait", "sync wait", "#5d6d7e"),
+)
+#: Ops listed under the critical path.
+_PATH_OPS = 10
+#: Colours of the queue-depth lines, one per stream (repeating).
+_QUEUE_COLOURS = ("#2f6fb0", "#e67e22", "#2e9e44", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d")
 
 PAGE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;
@@ -119,12 +144,22 @@ def parts_ns(b: Breakdown, c: IdleCauses) -> dict[str, int]:
     }
 
 
-def _segments(parts: dict[str, int], x0: float, scale: float, y: float, h: float) -> str:
-    """Rects of one stacked bar from `x0`, `scale` pixels per ns, with hover titles."""
+def _segments(
+    parts: dict[str, int],
+    x0: float,
+    scale: float,
+    y: float,
+    h: float,
+    palette: Sequence[tuple[str, str, str]] = PARTS,
+) -> str:
+    """Rects of one stacked bar from `x0`, `scale` pixels per ns, with hover titles.
+
+    `palette` names the parts, in drawing order: (key, label, colour).
+    """
     out = []
     x = x0
-    for key, label, colour in PARTS:
-        ns = parts[key]
+    for key, label, colour in palette:
+        ns = parts.get(key, 0)
         if ns <= 0:
             continue
         w = ns * scale
@@ -136,17 +171,23 @@ def _segments(parts: dict[str, int], x0: float, scale: float, y: float, h: float
     return "".join(out)
 
 
-def _legend() -> str:
+def _legend(palette: Sequence[tuple[str, str, str]] = PARTS) -> str:
     items = "".join(
-        f'<span><i style="background:{c}"></i>{_e(label)}</span>' for _, label, c in PARTS
+        f'<span><i style="background:{c}"></i>{_e(label)}</span>' for _, label, c in palette
     )
     return f'<div class="legend">{items}</div>'
 
 
 def _stacked_bars(
-    rows: Sequence[tuple[str, dict[str, int], int]], css_class: str, caption: str
+    rows: Sequence[tuple[str, dict[str, int], int]],
+    css_class: str,
+    caption: str,
+    palette: Sequence[tuple[str, str, str]] = PARTS,
 ) -> str:
-    """Horizontal stacked bars, one per row (label, parts, total ns), scaled to the longest."""
+    """Horizontal stacked bars, one per row (label, parts, total ns), scaled to the longest.
+
+    `palette` names the parts (`PARTS` by default, `PATH_PARTS` for a critical path).
+    """
     label_w, bar_w, row_h = 170, 900, 18
     longest = max((total for _, _, total in rows), default=0) or 1
     scale = bar_w / longest
@@ -155,7 +196,7 @@ def _stacked_bars(
         y = i * row_h
         body.append(
             f'<g class="{css_class}"><text x="0" y="{y + 13}" font-size="11">{_e(label)}</text>'
-            f"{_segments(parts, label_w, scale, y + 2, row_h - 4)}"
+            f"{_segments(parts, label_w, scale, y + 2, row_h - 4, palette)}"
             f'<text x="{label_w + total * scale + 4:.1f}" y="{y + 13}" font-size="10" '
             f'fill="#555">{_ms(total)} ms</text></g>'
         )
@@ -634,6 +675,89 @@ def _model_html(d: DeviceAnalysis, m: ModelAnalysis, top: int) -> str:
     return "".join(out)
 
 
+def _critical_path(d: DeviceAnalysis, cp: CriticalPath) -> str:
+    """A GPU's critical path: its breakdown bar, its length, the ops on it, the queue depth."""
+    per_step = (
+        f" · {_ms(cp.length_ns / len(d.steps))} ms per step over {len(d.steps):,} steps"
+        if d.steps
+        else ""
+    )
+    out = [
+        "<h3>Critical path</h3><p><small>The longest chain of dependent work through the "
+        "window: host time, launch delays, GPU work, kernel gaps and sync waits along it "
+        "(<code>badput annotate</code> draws it on the trace).</small></p>",
+        _stacked_bars(
+            [("critical path", cp.breakdown_ns, cp.length_ns)],
+            "path-bar",
+            "critical path breakdown",
+            PATH_PARTS,
+        ),
+        _legend(PATH_PARTS),
+        f'<p class="path-length">length <b>{_ms(cp.length_ns)} ms</b>{per_step}</p>',
+    ]
+    if cp.top_ops:
+        table = html_table(
+            ("op", "ms on path", "% of path"),
+            ((_e(op), _ms(ns), _pct(ns, cp.length_ns)) for op, ns in cp.top_ops[:_PATH_OPS]),
+            name_col=True,
+        )
+        out.append(table.replace("<table>", '<table class="path-ops">', 1))
+    out += [f'<p class="note">note: {_e(w)}</p>' for w in cp.warnings]
+    if d.launch is not None and d.launch.typical_queues:
+        out.append(queue_plot(d.launch.typical_queues, d.launch.typical_span))
+    return "".join(out)
+
+
+def queue_plot(series: Sequence[QueueSeries], span: tuple[int, int] | None = None) -> str:
+    """Queue depth of each stream over a span as SVG step lines, one colour per stream.
+
+    Args:
+        series: the streams' step functions (`LaunchStats.typical_queues`).
+        span: (start, end) of the span (`LaunchStats.typical_span`); by default from the
+            first series' start to the last change.
+    """
+    if not series:
+        return ""
+    start = span[0] if span else min(int(q.times_ns[0]) for q in series)
+    end = span[1] if span else max(int(q.times_ns[-1]) for q in series)
+    width, height, left, bottom = 1070, 160, 70, 16
+    plot_w, plot_h = width - left - 10, height - bottom - 8
+    length = max(end - start, 1)
+    top = max(max(int(q.depths.max()) for q in series), 1)
+    lines, legend = [], []
+    for i, q in enumerate(series):
+        colour = _QUEUE_COLOURS[i % len(_QUEUE_COLOURS)]
+        xs = [left + (t - start) * plot_w / length for t in q.times_ns.tolist()] + [left + plot_w]
+        points = []
+        for k, v in enumerate(q.depths.tolist()):  # each depth holds until the next change
+            y = 8 + plot_h * (1 - v / top)
+            points += [f"{xs[k]:.1f},{y:.1f}", f"{xs[k + 1]:.1f},{y:.1f}"]
+        deepest = int(q.depths.max())
+        label = f"stream {q.stream}"
+        lines.append(
+            f'<polyline class="queue-depth" fill="none" stroke="{colour}" stroke-width="1.2" '
+            f'points="{" ".join(points)}"><title>{_e(label)}: up to {deepest:,} queued'
+            f"{'' if q.exact else ' (maximum per bin)'}</title></polyline>"
+        )
+        legend.append(f'<span><i style="background:{colour}"></i>{_e(label)}</span>')
+    axis = (
+        f'<line x1="{left}" x2="{left}" y1="8" y2="{8 + plot_h}" stroke="#999"/>'
+        f'<line x1="{left}" x2="{width - 10}" y1="{8 + plot_h}" y2="{8 + plot_h}" stroke="#999"/>'
+        f'<text x="{left - 4}" y="14" font-size="10" text-anchor="end">{top:,}</text>'
+        f'<text x="{left - 4}" y="{8 + plot_h}" font-size="10" text-anchor="end">0</text>'
+        f'<text x="{left}" y="{height - 2}" font-size="10">0 ms</text>'
+        f'<text x="{width - 10}" y="{height - 2}" font-size="10" text-anchor="end">'
+        f"{_ms(length)} ms</text>"
+    )
+    return (
+        "<h3>Queue depth over the typical step</h3><p><small>GPU work launched and not yet "
+        "finished, per stream.</small></p>"
+        f'<svg class="plot queue-plot" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="queue depth over the typical '
+        f'step">{axis}{"".join(lines)}</svg><div class="legend">{"".join(legend)}</div>'
+    )
+
+
 def _device(
     d: DeviceAnalysis,
     findings: Sequence[Finding],
@@ -677,6 +801,9 @@ def _device(
             )
             out += [_step_pieces(seg) for seg in segments]
     out.append(_legend())
+    cp = d.critical_path
+    if cp is not None and cp.length_ns > 0:
+        out.append(_critical_path(d, cp))
     if memory is not None:
         out.append(memory_plot(memory))
     out.append("<h3>What to fix first</h3>")

@@ -1,10 +1,14 @@
 """A copy of a trace with badput's tracks added, for Perfetto UI and chrome://tracing.
 
 Per GPU, one added process ("badput GPU N") holds a thread per track: the idle intervals by
-cause, exposed communication, exposed memcpy/memset, and the findings as instant events at
-the window start. Interval times are written on the trace's own clock (relative to
-`baseTimeNanoseconds` when the trace has one), as exact decimal microseconds, so each track's
-durations add up to the analysis numbers to the nanosecond.
+cause, exposed communication, exposed memcpy/memset, the findings as instant events at the
+window start, and the critical path (`badput.analysis.critical_path`): one slice per edge of
+the path that carries weight, named by its breakdown part and the event it leads to, with
+flow arrows drawn between the original events for the path's hops between host threads and
+streams (launches, launch delays, syncs, event waits). Interval times are written on the
+trace's own clock (relative to `baseTimeNanoseconds` when the trace has one), as exact
+decimal microseconds, so each track's durations add up to the analysis numbers to the
+nanosecond (the critical-path slices to the path's length).
 
 Every original event is kept as its own JSON text: the document is streamed in pieces and
 split into raw values (`msgspec.Raw`), never decoded into Python objects and re-encoded, and
@@ -24,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
+from badput.analysis.critical_path import BREAKDOWN_KEYS, EDGE_TYPES
 from badput.errors import BadputError, TraceFormatError
 from badput.report.json_report import us
 from badput.trace._kineto_json import _EVENTS_KEY
@@ -35,11 +41,17 @@ from badput.trace.kineto import _open as _open_trace
 from badput.trace.redact import redact_events, redact_json, redact_text
 
 if TYPE_CHECKING:
+    from badput.analysis.critical_path import CriticalPath
     from badput.analysis.intervals import IntervalSet
     from badput.analysis.results import DeviceAnalysis, Timeline
     from badput.diagnose.findings import Finding
+    from badput.trace.model import Trace
 
 __all__ = [
+    "CRITICAL_PATH_TID",
+    "CRITICAL_PATH_TRACK",
+    "MAX_PATH_FLOWS",
+    "MAX_PATH_SLICES",
     "TRACKS",
     "AnnotateResult",
     "annotate_trace",
@@ -59,6 +71,16 @@ TRACKS: tuple[tuple[int, str, str], ...] = (
 )
 FINDINGS_TID = 0
 FINDINGS_TRACK = "findings"
+#: Thread of the critical-path track (after the interval tracks).
+CRITICAL_PATH_TID = 7
+CRITICAL_PATH_TRACK = "critical path"
+#: Most path edges drawn as slices per GPU (the heaviest are kept), and most flow arrows.
+MAX_PATH_SLICES = 200_000
+MAX_PATH_FLOWS = 100_000
+_FLOW_CAT = "badput-critical-path"
+_FLOW_NAME = "critical path"
+# Path edges drawn as arrows between the original events: the hops between chains.
+_FLOW_TYPES = tuple(EDGE_TYPES.index(t) for t in ("launch", "launch_delay", "sync", "event_wait"))
 
 # Added processes get pids far above Linux's pid_max (2**22), below 2**31 so that readers
 # holding pids as int32 keep them.
@@ -112,24 +134,164 @@ def _interval_events(pid: int, tid: int, name: str, s: IntervalSet) -> Iterator[
         }
 
 
+I64 = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+
+def _node_times(trace: Trace, cp: CriticalPath, rows: I64, starts: Bools) -> I64:
+    """Times of path nodes (an event's start or end).
+
+    The graph's node times (GPU ends clipped where activities overlap on a stream), else the
+    trace's.
+    """
+    t = np.where(starts, trace.ts_ns[rows], trace.ts_ns[rows] + trace.dur_ns[rows])
+    g = cp.graph
+    if g is None or len(g) == 0 or rows.shape[0] == 0:
+        return t
+    key = g.node_row * 2 + g.node_start
+    order = np.argsort(key, kind="stable")
+    want = rows * 2 + starts
+    at = order[np.minimum(np.searchsorted(key[order], want), len(g) - 1)]
+    return np.where(key[at] == want, g.node_ns[at], t)
+
+
+def _path_slices(
+    trace: Trace, d: DeviceAnalysis, cp: CriticalPath, pid: int
+) -> list[dict[str, Any]]:
+    """One slice per weighted path edge, from its source node's time for its weight.
+
+    At most the `MAX_PATH_SLICES` heaviest, in path order; a note instant says how many
+    were left out.
+    """
+    e = cp.edges
+    keep = np.flatnonzero(e.weight_ns > 0)
+    left_out = max(keep.shape[0] - MAX_PATH_SLICES, 0)
+    if left_out:
+        heaviest = np.argsort(-e.weight_ns[keep], kind="stable")[:MAX_PATH_SLICES]
+        keep = np.sort(keep[heaviest])
+    dst, etype, weight = e.dst_row[keep], e.edge_type[keep], e.weight_ns[keep]
+    start = _node_times(trace, cp, e.src_row[keep], e.src_start[keep])
+    types = [EDGE_TYPES[t] for t in etype.tolist()]
+    parts = [BREAKDOWN_KEYS[k] for k in e.part[keep].tolist()]
+    out: list[dict[str, Any]] = []
+    for t0, w, row, kind, part in zip(
+        start.tolist(), weight.tolist(), dst.tolist(), types, parts, strict=True
+    ):
+        name = trace.names[int(trace.name_id[row])]
+        out.append(
+            {
+                "ph": "X",
+                "cat": "badput",
+                "name": f"{part}: {name}",
+                "pid": pid,
+                "tid": CRITICAL_PATH_TID,
+                "ts": us(t0),
+                "dur": us(w),
+                "args": {"edge": kind, "weight_us": us(w), "event": name},
+            }
+        )
+    if left_out:
+        out.append(_path_note(d, pid, f"{left_out:,} lighter path edges are not drawn", left_out))
+    return out
+
+
+def _path_note(d: DeviceAnalysis, pid: int, text: str, left_out: int) -> dict[str, Any]:
+    return {
+        "ph": "i",
+        "s": "t",
+        "cat": "badput",
+        "name": f"critical path: {text}",
+        "pid": pid,
+        "tid": CRITICAL_PATH_TID,
+        "ts": us(d.window_start_ns),
+        "args": {"left_out": left_out, "note": text},
+    }
+
+
+def _original_id(trace: Trace, value: int) -> int | str:
+    """A pid/tid as the trace wrote it: a number, or the label behind a negative id."""
+    if value <= -2 and -(value + 2) < len(trace.labels):
+        return trace.labels[-(value + 2)]
+    return value
+
+
+def _inside_times(trace: Trace, rows: I64, starts: Bools) -> I64:
+    """Times that bind to the events' slices.
+
+    An event's start, or 1 ns before its end (never before its start).
+    """
+    ts = trace.ts_ns[rows]
+    return np.where(starts, ts, np.maximum(ts + trace.dur_ns[rows] - 1, ts))
+
+
+def _path_flows(
+    trace: Trace, d: DeviceAnalysis, cp: CriticalPath, pid: int, first_id: int
+) -> list[dict[str, Any]]:
+    """Flow arrows between the original events for the path's hops between chains.
+
+    The launch, launch delay, sync and event wait edges: at most `MAX_PATH_FLOWS` (the
+    first in path order; a note instant says how many were left out), ids from `first_id`.
+    """
+    e = cp.edges
+    hops = np.flatnonzero(np.isin(e.edge_type, np.asarray(_FLOW_TYPES, dtype=np.int8)))
+    left_out = max(hops.shape[0] - MAX_PATH_FLOWS, 0)
+    hops = hops[:MAX_PATH_FLOWS]
+    out: list[dict[str, Any]] = []
+    ends = []
+    for rows, starts, ph in ((e.src_row, e.src_start, "s"), (e.dst_row, e.dst_start, "f")):
+        r = rows[hops]
+        ends.append((r.tolist(), _inside_times(trace, r, starts[hops]).tolist(), ph))
+    for k in range(hops.shape[0]):
+        for rows_l, times, ph in ends:
+            row = rows_l[k]
+            out.append(
+                {
+                    "ph": ph,
+                    "bp": "e",
+                    "cat": _FLOW_CAT,
+                    "name": _FLOW_NAME,
+                    "id": first_id + k,
+                    "pid": _original_id(trace, int(trace.pid[row])),
+                    "tid": _original_id(trace, int(trace.tid[row])),
+                    "ts": us(times[k]),
+                }
+            )
+    if left_out:
+        out.append(_path_note(d, pid, f"{left_out:,} later hops have no arrow", left_out))
+    return out
+
+
 def annotation_events(
     analyses: Sequence[DeviceAnalysis],
     findings: Sequence[Sequence[Finding]],
     used_pids: Sequence[int] | np.ndarray = (),
+    *,
+    trace: Trace | None = None,
 ) -> list[dict[str, Any]]:
     """The events to add to a trace: one process per GPU, one thread per track.
 
     Times (`ts`, `dur`) are exact microsecond texts (`msgspec.Raw`) on the trace's own clock.
+    With the `trace`, a GPU whose analysis has a critical path with edges also gets the
+    "critical path" track (thread `CRITICAL_PATH_TID`): a slice per weighted edge, named
+    `"{breakdown part}: {event it leads to}"`, lasting the edge's weight (so the slices add
+    up to the path's length), and flow arrows (`cat` "badput-critical-path") for its hops
+    between threads and streams, drawn on the original events' pid/tid.
 
     Args:
         analyses: per-GPU analyses of the trace, with their timelines.
         findings: each analysis's findings, in the same order.
         used_pids: pids the trace already uses (the added ones avoid them).
+        trace: the trace analysed (names, pids and tids of the path's events); no
+            critical-path track without it.
 
     Returns:
         Chrome trace events; none for a GPU without activity or without a timeline.
     """
     events: list[dict[str, Any]] = []
+    # Arrow ids above every flow id of the trace (in case a viewer keys flows by id alone).
+    next_flow = 1
+    if trace is not None and len(trace):
+        next_flow = max(int(trace.correlation.max()), 0) + 1
     for d, found in zip(analyses, findings, strict=True):
         timeline: Timeline | None = d.timeline
         if d.device < 0 or timeline is None:
@@ -141,7 +303,12 @@ def annotation_events(
             {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
              "args": {"sort_index": pid}},
         ]  # fmt: skip
-        for tid, track in [(FINDINGS_TID, FINDINGS_TRACK)] + [(t, n) for t, n, _ in TRACKS]:
+        cp = d.critical_path if trace is not None else None
+        path = cp is not None and len(cp.edges) > 0
+        tracks = [(FINDINGS_TID, FINDINGS_TRACK)] + [(t, n) for t, n, _ in TRACKS]
+        if path:
+            tracks.append((CRITICAL_PATH_TID, CRITICAL_PATH_TRACK))
+        for tid, track in tracks:
             meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                          "args": {"name": track}})  # fmt: skip
             meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
@@ -167,6 +334,12 @@ def annotation_events(
                     },
                 }
             )
+        if path:
+            assert trace is not None and cp is not None
+            events += _path_slices(trace, d, cp, pid)
+            flows = _path_flows(trace, d, cp, pid, next_flow)
+            next_flow += sum(1 for e in flows if e["ph"] == "s")
+            events += flows
     return events
 
 
@@ -460,7 +633,7 @@ def annotate_trace(source: str, out: str, window: str | None = None) -> Annotate
     except UsageError as e:  # a --window the trace lacks: name the trace
         raise UsageError(f"{trace.path}: {e}") from None
     findings = [diagnose_device(trace, d) for d in analyses]
-    added = annotation_events(analyses, findings, trace.pid)
+    added = annotation_events(analyses, findings, trace.pid, trace=trace)
     del trace
     copied = write_annotated(source, out, added)
     return AnnotateResult(
