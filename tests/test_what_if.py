@@ -49,11 +49,12 @@ def longest_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 def test_data_loading_leaves_the_path(tmp_path: Path, longest_pass: str) -> None:
     # ProfilerStep#1 [0, 300): the DataLoader's __next__ (a user annotation) [0, 100) with a
     # collate op inside [10, 90), then aten::mm [100, 110) launching at [101, 106) a 150 us
-    # kernel [112, 262) onto an empty queue. Annotations are no events of the graph: the path
-    # begins at the first op (10). Path: the collate op's 80 us, the DataLoader's own 10 us
-    # after it (host work between ops inside a span weighs its gap), 1 us of aten::mm, launch
-    # delay 11, kernel 150: 252 us. Without the DataLoader's host time (all of it within its
-    # span): 1 + 11 + 150 = 162 us. In HTA's graph (between_ops=False) the 10 us gap is idle.
+    # kernel [112, 262) onto an empty queue. Annotations are no events of the graph, but the
+    # host time they cover between ops (and before the first op) is host work: the path is
+    # the DataLoader's 10 us before the collate op, the op's 80, the DataLoader's 10 after it,
+    # 1 us of aten::mm, launch delay 11, kernel 150: 262 us. Without the DataLoader's host
+    # time (all within its span): 1 + 11 + 150 = 162 us. In HTA's graph (between_ops=False)
+    # the gaps are idle: 80 + 1 + 11 + 150 = 242 us.
     b = new_trace()
     b.profiler_step(1, 0, 300)
     b.dataloader(0, 100)
@@ -63,17 +64,17 @@ def test_data_loading_leaves_the_path(tmp_path: Path, longest_pass: str) -> None
     trace = load_trace(str(b.write(tmp_path / "t.json")))
     d = analyze_trace(trace)[0]
     cp = d.critical_path
-    assert cp is not None and cp.length_ns == 252 * US
+    assert cp is not None and cp.length_ns == 262 * US
     assert critical_path(trace, d, between_ops=False).length_ns == 242 * US
     # aten::mm: its 1 us, and the launch delay and kernel of the work it launched.
     loader_name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
-    assert cp.top_ops == [("aten::mm", 162 * US), ("aten::cat", 80 * US), (loader_name, 10 * US)]
+    assert cp.top_ops == [("aten::mm", 162 * US), ("aten::cat", 80 * US), (loader_name, 20 * US)]
     loader = np.flatnonzero(trace.kind == EventKind.ANNOTATION)
     loader = loader[[("DataLoader" in trace.name_of(int(r))) for r in loader]].astype(np.int64)
     assert what_if(trace, cp, GraphChange(host_rows=loader)) == 162 * US
     # The finding carries the same saving, per step (one step).
     found = {f.id: f for f in diagnose_device(trace, d)}
-    assert found["data-loading"].graph_savings_ns == pytest.approx(90 * US)
+    assert found["data-loading"].graph_savings_ns == pytest.approx(100 * US)
     # A compact path (as reports ship it) has no graph to ask.
     assert what_if(trace, cp.compact(), GraphChange(host_rows=loader)) is None
 
@@ -164,3 +165,27 @@ def test_c_and_numpy_passes_agree_on_the_shared_traces(
         assert np.array_equal(c.rows, n.rows), path.name
         for key in ("src_row", "dst_row", "src_start", "dst_start", "edge_type", "weight_ns"):
             assert np.array_equal(getattr(c.edges, key), getattr(n.edges, key)), (path.name, key)
+
+
+def test_data_loading_span_that_an_edge_runs_into(tmp_path: Path, longest_pass: str) -> None:
+    # ProfilerStep#1 [0, 300) (an annotation: host work between ops in it counts); op A
+    # [0, 20); the DataLoader's __next__ [30, 100) with a collate op [60, 90); aten::mm
+    # [100, 110) launching at [101, 106) a kernel [112, 262) onto an empty queue. The host
+    # edge from A's end (20) to the collate op's start (60) runs into the DataLoader span:
+    # 30 of its 40 us are data loading. Path: 20 + 40 + 30 + 10 + 1 = 101 on the host, delay
+    # 11, kernel 150: 262 us. Without the DataLoader's 70 us: 192 us.
+    b = new_trace()
+    b.profiler_step(1, 0, 300)
+    b.cpu_op("aten::zero_", 0, 20)
+    b.dataloader(30, 100)
+    b.cpu_op("aten::stack", 60, 90)
+    b.cpu_op("aten::mm", 100, 110)
+    b.launch(GEMM, cpu=(101, 106), gpu=(112, 262))
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    d = analyze_trace(trace)[0]
+    cp = d.critical_path
+    assert cp is not None and cp.length_ns == 262 * US
+    found = {f.id: f for f in diagnose_device(trace, d)}
+    assert found["data-loading"].graph_savings_ns == pytest.approx(70 * US)
+    # The host-overhead what-if keeps exactly the DataLoader's 70 us of host time.
+    assert found["host-overhead"].graph_savings_ns == pytest.approx((101 - 70 + 11) * US)

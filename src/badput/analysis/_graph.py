@@ -86,9 +86,16 @@ class DependencyGraph:
         chain_pred: the previous node on the node's chain, `NO_ID` at a chain's first node.
         chain_type: type of the chain edge from `chain_pred`, `NO_EDGE` where there is none.
         chain_weight_ns: its weight (0 without one).
-        chain_span_row: for a `dependency` edge that lies in an annotation or Python frame on
-            its thread (host work between ops), the Trace row of the innermost such span;
-            `NO_ID` elsewhere. Those edges weigh their gap; other dependency edges weigh 0.
+        chain_span_row: for a `dependency` edge that annotations or Python frames on its
+            thread cover (host work between ops), the Trace row of the innermost span at its
+            end (else at its start); `NO_ID` elsewhere. Those edges weigh the covered time;
+            other dependency edges weigh 0.
+        lead_ns: at a host thread's first node, the time annotations and Python frames
+            cover between the window's start and it (the host's work before its first event,
+            such as the DataLoader call that opens the step): a path may begin there with
+            it; 0 elsewhere.
+        lead_span_row: the innermost span at that first node, `NO_ID` elsewhere.
+        start_ns: the window's start (host side).
         edge_src, edge_dst, edge_type, edge_weight_ns: the cross edges, by destination.
         event_row: the Trace row of each event (host events in open order, then GPU).
         event_parent: index into the events of each host event's parent, `NO_ID` at a root
@@ -106,6 +113,9 @@ class DependencyGraph:
     chain_type: I8
     chain_weight_ns: I64
     chain_span_row: I64
+    lead_ns: I64
+    lead_span_row: I64
+    start_ns: int
     edge_src: I64
     edge_dst: I64
     edge_type: I8
@@ -198,18 +208,48 @@ def _stable_order(small: I64) -> I64:
     return fallback
 
 
+def _host_spans(trace: Trace) -> I64:
+    """Rows of the host's annotations and Python frames with a length."""
+    kind = trace.kind
+    spans: I64 = np.flatnonzero(
+        ((kind == EventKind.ANNOTATION) | (kind == EventKind.PYTHON))
+        & (trace.phase == FlowPhase.COMPLETE)
+        & (trace.dur_ns > 0)
+    ).astype(np.int64)
+    return spans
+
+
+def _span_cover(trace: Trace, rows: I64, t_from: I64, t_to: I64) -> tuple[I64, I64]:
+    """Per gap `[t_from, t_to]` on the thread of `rows`: the time spans cover of it.
+
+    Spans: annotations and Python frames. Also the innermost span at the gap's end (else at
+    its start), `NO_ID` where none is.
+    """
+    spans = _host_spans(trace)
+    if spans.shape[0] == 0 or rows.shape[0] == 0:
+        zero = np.zeros(rows.shape[0], dtype=np.int64)
+        return zero, np.full(rows.shape[0], NO_ID, dtype=np.int64)
+    keys = dense_pairs(
+        np.concatenate([trace.pid[spans], trace.pid[rows]]),
+        np.concatenate([trace.tid[spans], trace.tid[rows]]),
+    )
+    s_key, q_key = keys[: spans.shape[0]], keys[spans.shape[0] :]
+    starts, ends = _merged(s_key, trace.ts_ns[spans], trace.end_ns[spans])
+    covered = _coverage(starts, ends, q_key, t_to) - _coverage(starts, ends, q_key, t_from)
+    at_end = np.maximum(t_to - 1, t_from)
+    named = _enclosing_span(trace, rows, at_end, at_end)
+    missing = named < 0
+    named[missing] = _enclosing_span(trace, rows[missing], t_from[missing], t_from[missing])
+    return np.maximum(covered, 0), named
+
+
 def _enclosing_span(trace: Trace, rows: I64, t_from: I64, t_to: I64) -> I64:
     """Per gap `[t_from, t_to]` on the thread of `rows`, the innermost span containing it.
 
     Spans: annotations and Python frames. `NO_ID` where none contains the gap.
     """
     out = np.full(rows.shape[0], NO_ID, dtype=np.int64)
-    kind = trace.kind
-    spans = np.flatnonzero(
-        ((kind == EventKind.ANNOTATION) | (kind == EventKind.PYTHON))
-        & (trace.phase == FlowPhase.COMPLETE)
-        & (trace.dur_ns > 0)
-    )
+    spans = _host_spans(trace)
     if spans.shape[0] == 0 or rows.shape[0] == 0:
         return out
     keys = dense_pairs(
@@ -235,6 +275,39 @@ def _enclosing_span(trace: Trace, rows: I64, t_from: I64, t_to: I64) -> I64:
         cand[todo] = parent[cand[todo]]
         todo = todo[cand[todo] >= 0]
     return out
+
+
+def _merged(key: I64, start: I64, end: I64) -> tuple[tuple[I64, I64], I64]:
+    """The union of the spans per key: ((key, start) of each merged span, its end)."""
+    order = np.lexsort((start, key))
+    key, start, end = key[order], start[order], end[order]
+    lo = int(min(start.min(), end.min()))
+    width = int(max(start.max(), end.max())) - lo + 1
+    # Running maximum of the ends within each key (keys apart by more than any time).
+    reach = np.maximum.accumulate((end - lo) + key * width) - key * width + lo
+    new = np.ones(key.shape[0], dtype=np.bool_)
+    new[1:] = (key[1:] != key[:-1]) | (start[1:] > reach[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], key.shape[0]) - 1
+    return (key[first], start[first]), reach[last]
+
+
+def _coverage(starts: tuple[I64, I64], ends: I64, key: I64, t: I64) -> I64:
+    """Per (key, t): the time of that key's merged spans before t."""
+    s_key, s_start = starts
+    lengths = ends - s_start
+    # Cumulative length of the key's earlier spans: a running sum restarted at each key.
+    cum = np.cumsum(lengths) - lengths
+    key_first = np.ones(s_key.shape[0], dtype=np.bool_)
+    key_first[1:] = s_key[1:] != s_key[:-1]
+    base = cum[np.maximum.accumulate(np.where(key_first, np.arange(s_key.shape[0]), 0))]
+    before = cum - base
+    last = _last_at_or_before(s_key, s_start, key, t)
+    found = last >= 0
+    at = np.maximum(last, 0)
+    inside = np.clip(t - s_start[at], 0, lengths[at])
+    result: I64 = np.where(found, before[at] + inside, 0)
+    return result
 
 
 def _by_correlation(trace: Trace, rows: I64, wanted: I64) -> I64:
@@ -568,13 +641,30 @@ def build_graph(
     span_row = np.full(2 * n_ev, NO_ID, dtype=np.int64)
     dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
     if dep_nodes.shape[0] and between_ops:
-        inside = _enclosing_span(
+        covered, span_of = _span_cover(
             trace, ev_row[node_event[dep_nodes]], node_ns[u[dep_nodes]], node_ns[dep_nodes]
         )
-        span_row[dep_nodes] = inside
-        dep_nodes = dep_nodes[inside < 0]
-    weight[dep_nodes] = 0
+        weight[dep_nodes] = covered
+        span_row[dep_nodes] = np.where(covered > 0, span_of, NO_ID)
+    else:
+        weight[dep_nodes] = 0
     weight[(ctype == BLOCKING) | (ctype == NO_EDGE)] = 0
+    # The host's work before its first event in the window (a DataLoader's __next__ that
+    # opened the step, the loop's code) lies in no edge: it leads into the thread's first
+    # node, as the time annotations and Python frames cover from the window's start.
+    lead = np.zeros(2 * n_ev, dtype=np.int64)
+    lead_span = np.full(2 * n_ev, NO_ID, dtype=np.int64)
+    firsts = np.flatnonzero((pred < 0) & is_host_node)
+    if firsts.shape[0] and between_ops:
+        t_first = node_ns[firsts]
+        covered, span_of = _span_cover(
+            trace,
+            ev_row[node_event[firsts]],
+            np.minimum(np.full(firsts.shape[0], start_ns, dtype=np.int64), t_first),
+            t_first,
+        )
+        lead[firsts] = covered
+        lead_span[firsts] = np.where(covered > 0, span_of, NO_ID)
 
     e_src = np.concatenate(src) if src else np.zeros(0, np.int64)
     e_dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
@@ -599,6 +689,9 @@ def build_graph(
         chain_type=ctype,
         chain_weight_ns=np.maximum(weight, 0),
         chain_span_row=span_row,
+        lead_ns=lead,
+        lead_span_row=lead_span,
+        start_ns=start_ns,
         edge_src=e_src[by_dst],
         edge_dst=e_dst[by_dst],
         edge_type=e_type[by_dst].astype(np.int8),

@@ -39,39 +39,41 @@ static int get(PyObject *o, buf *out, int writable, Py_ssize_t itemsize) {
     return 0;
 }
 
-/* longest(pred, wchain, chain_ok, src, dst, w, edge_ok, wait, dist_out, best_out) -> None
+/* longest(pred, wchain, chain_ok, lead, src, dst, w, edge_ok, wait, dist_out, best_out)
  *
- * dist_out[v]: length of the longest path ending at v; best_out[v]: -1 (the path starts at v),
- * -2 (it arrives by v's chain edge) or the index of the cross edge it arrives by. */
+ * dist_out[v]: length of the longest path ending at v; best_out[v]: -1 (the path starts at v,
+ * with lead[v] of time before it), -2 (it arrives by v's chain edge) or the index of the cross
+ * edge it arrives by. */
+#define N_ARGS 11
 static PyObject *longest(PyObject *self, PyObject *args) {
-    PyObject *o[10];
-    buf bs[10] = {{0}};
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7], &o[8], &o[9]))
+    PyObject *o[N_ARGS];
+    buf bs[N_ARGS] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10]))
         return NULL;
-    static const Py_ssize_t size[10] = {8, 8, 1, 8, 8, 8, 1, 1, 8, 8};
-    for (int i = 0; i < 10; i++) {
-        if (get(o[i], &bs[i], i >= 8, size[i]) < 0) {
-            release(bs, 10);
+    static const Py_ssize_t size[N_ARGS] = {8, 8, 1, 8, 8, 8, 8, 1, 1, 8, 8};
+    for (int i = 0; i < N_ARGS; i++) {
+        if (get(o[i], &bs[i], i >= 9, size[i]) < 0) {
+            release(bs, N_ARGS);
             return NULL;
         }
     }
-    Py_ssize_t n = bs[0].b.len / 8, m = bs[3].b.len / 8;
-    if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[8].b.len / 8 != n ||
-        bs[9].b.len / 8 != n || bs[4].b.len / 8 != m || bs[5].b.len / 8 != m ||
-        bs[6].b.len != m || bs[7].b.len != m) {
-        release(bs, 10);
+    Py_ssize_t n = bs[0].b.len / 8, m = bs[4].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[3].b.len / 8 != n ||
+        bs[9].b.len / 8 != n || bs[10].b.len / 8 != n || bs[5].b.len / 8 != m ||
+        bs[6].b.len / 8 != m || bs[7].b.len != m || bs[8].b.len != m) {
+        release(bs, N_ARGS);
         PyErr_SetString(PyExc_ValueError, "longest: arrays of mismatched lengths");
         return NULL;
     }
-    const int64_t *pred = bs[0].b.buf, *wchain = bs[1].b.buf, *src = bs[3].b.buf,
-                  *dst = bs[4].b.buf, *w = bs[5].b.buf;
-    const uint8_t *chain_ok = bs[2].b.buf, *edge_ok = bs[6].b.buf, *wait = bs[7].b.buf;
-    int64_t *dist = bs[8].b.buf, *best = bs[9].b.buf;
+    const int64_t *pred = bs[0].b.buf, *wchain = bs[1].b.buf, *lead = bs[3].b.buf,
+                  *src = bs[4].b.buf, *dst = bs[5].b.buf, *w = bs[6].b.buf;
+    const uint8_t *chain_ok = bs[2].b.buf, *edge_ok = bs[7].b.buf, *wait = bs[8].b.buf;
+    int64_t *dist = bs[9].b.buf, *best = bs[10].b.buf;
     const char *bad = NULL;
     Py_ssize_t e = 0;
     for (Py_ssize_t v = 0; v < n && !bad; v++) {
-        int64_t val = -1, b = -1;
+        int64_t val = lead[v] > 0 ? lead[v] : -1, b = -1;
         int64_t p = pred[v];
         if (chain_ok[v] && p >= 0) {
             if (p >= v) {
@@ -107,7 +109,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
         best[v] = b;
     }
     if (!bad && e < m) bad = "longest: a cross edge ends past the last node";
-    release(bs, 10);
+    release(bs, N_ARGS);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, bad);
         return NULL;

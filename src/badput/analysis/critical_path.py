@@ -51,7 +51,8 @@ from badput.analysis._graph import (
     SYNC,
     DependencyGraph,
     EventWaits,
-    _last_at_or_before,
+    _coverage,
+    _merged,
     build_graph,
 )
 from badput.analysis._nesting import dense_pairs
@@ -303,7 +304,7 @@ def critical_path(
 
     has_chain = g.chain_type != NO_EDGE
     dist, nodes, chain_dst, cross = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
-    edges, parts, ops = _path_edges(trace, tree, g, chain_dst, cross, part)
+    edges, parts, ops = _path_edges(trace, tree, g, chain_dst, cross, part, int(nodes[0]))
     breakdown = np.bincount(parts, weights=edges.weight_ns, minlength=len(BREAKDOWN_KEYS))
     length = int(dist.max())
     breakdown_ns = {k: int(v) for k, v in zip(BREAKDOWN_KEYS, breakdown.tolist(), strict=True)}
@@ -358,10 +359,11 @@ def _distances(
     edge_ok: Bools,
     chain_w: I64 | None = None,
     edge_w: I64 | None = None,
+    lead: I64 | None = None,
 ) -> tuple[I64, I64]:
     """Longest-path distance to each node and its best in-edge (see `_longest`), by C.
 
-    `chain_w` / `edge_w` replace the graph's weights (a what-if).
+    `chain_w` / `edge_w` / `lead` replace the graph's weights (a what-if).
     """
     n = len(g)
     dist = np.zeros(n, dtype=np.int64)
@@ -371,6 +373,7 @@ def _distances(
         np.ascontiguousarray(g.chain_pred, dtype=np.int64),
         np.ascontiguousarray(g.chain_weight_ns if chain_w is None else chain_w, dtype=np.int64),
         np.ascontiguousarray(chain_ok, dtype=np.uint8),
+        np.ascontiguousarray(g.lead_ns if lead is None else lead, dtype=np.int64),
         np.ascontiguousarray(g.edge_src, dtype=np.int64),
         np.ascontiguousarray(g.edge_dst, dtype=np.int64),
         np.ascontiguousarray(g.edge_weight_ns if edge_w is None else edge_w, dtype=np.int64),
@@ -388,11 +391,12 @@ def _lengths(
     edge_ok: Bools,
     chain_w: I64 | None = None,
     edge_w: I64 | None = None,
+    lead: I64 | None = None,
 ) -> I64:
     """Longest-path distance to each node (C where built, else numpy)."""
     if _use_c():
-        return _distances(g, chain_ok, edge_ok, chain_w, edge_w)[0]
-    return _longest(g, chain_ok, edge_ok, chain_w, edge_w)[0]
+        return _distances(g, chain_ok, edge_ok, chain_w, edge_w, lead)[0]
+    return _longest(g, chain_ok, edge_ok, chain_w, edge_w, lead)[0]
 
 
 def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64, I64, I64]:
@@ -423,14 +427,17 @@ def _longest(
     edge_ok: Bools,
     chain_w: I64 | None = None,
     edge_w: I64 | None = None,
+    lead: I64 | None = None,
 ) -> tuple[I64, I64, I64]:
     """Longest-path distance to each node, the start of its chain run, and its best in-edge.
 
     Returns `dist` (ns), `origin` (the node where the path to each node joined its chain),
-    and `best` per node: `-1` (the path starts there), `-2` (its chain edge), or the index of
-    the cross edge (into the graph's edge arrays) that the path to it arrives by.
+    and `best` per node: `-1` (the path starts there, after its `lead` of host time), `-2`
+    (its chain edge), or the index of the cross edge (into the graph's edge arrays) that the
+    path to it arrives by.
     """
     n = len(g)
+    lead = g.lead_ns if lead is None else lead
     pred = g.chain_pred
     w_chain = np.where(chain_ok, g.chain_weight_ns if chain_w is None else chain_w, 0)
     e_idx = np.flatnonzero(edge_ok)
@@ -438,7 +445,7 @@ def _longest(
     w = (g.edge_weight_ns if edge_w is None else edge_w)[e_idx]
     dist = np.zeros(n, dtype=np.int64)
     origin = np.arange(n, dtype=np.int64)
-    span = int(g.node_ns.max() - g.node_ns.min()) if n else 0
+    span = int(g.node_ns.max() - g.node_ns.min()) + int(lead.max()) if n else 0
     big = 2 * span + 2
     block = max(1, min(_BLOCK_NODES, (1 << 62) // big))
     hop = (g.edge_type[e_idx] == SYNC) | (g.edge_type[e_idx] == EVENT_WAIT)
@@ -470,10 +477,11 @@ def _longest(
             origin,
             big,
             prefer,
+            lead,
         )
     # The best in-edge of each node: its chain edge on ties (HTA adds chain edges first).
     best = np.full(n, -1, dtype=np.int64)
-    value = np.full(n, -1, dtype=np.int64)
+    value = np.where(lead > 0, lead, -1)
     has = chain_ok & (pred >= 0)
     value[has] = dist[pred[has]] + w_chain[has]
     best[has] = -2
@@ -503,6 +511,7 @@ def _solve_block(
     origin: I64,
     big: int,
     prefer: Bools,
+    lead: I64,
 ) -> None:
     """Distances of nodes `[a, b)`, all earlier nodes being final; fills `dist`, `origin`."""
     m = b - a
@@ -511,7 +520,7 @@ def _solve_block(
     inside = chain_ok[perm] & (p >= a)
     seg_start = ~inside
     outside = chain_ok[perm] & (p >= 0) & (p < a)
-    base = np.zeros(m, dtype=np.int64)  # contributions from final nodes, in block order
+    base = lead[a:b].copy()  # contributions from final nodes (and leads), in block order
     base[perm[outside] - a] = dist[p[outside]] + w_chain[perm[outside]]
     ext = src < a
     np.maximum.at(base, dst[ext] - a, dist[src[ext]] + w[ext])
@@ -579,13 +588,23 @@ def _path_edges(
     chain_dst: I64,
     cross: I64,
     gpu_part: I64,
+    first: int,
 ) -> tuple[PathEdges, I64, I64]:
-    """The path's edges in time order, the breakdown part of each, and the op row of each."""
+    """The path's edges in time order, the breakdown part of each, and the op row of each.
+
+    A path that begins with host time before its first node (`DependencyGraph.lead_ns`)
+    begins with a `dependency` edge from that node to itself, of that weight.
+    """
     c_src = g.chain_pred[chain_dst]
-    src = np.concatenate([c_src, g.edge_src[cross]])
-    dst = np.concatenate([chain_dst, g.edge_dst[cross]])
-    etype = np.concatenate([g.chain_type[chain_dst], g.edge_type[cross]]).astype(np.int8)
-    weight = np.concatenate([g.chain_weight_ns[chain_dst], g.edge_weight_ns[cross]])
+    lead = np.array([first] if g.lead_ns[first] > 0 else [], dtype=np.int64)
+    src = np.concatenate([lead, c_src, g.edge_src[cross]])
+    dst = np.concatenate([lead, chain_dst, g.edge_dst[cross]])
+    etype = np.concatenate(
+        [np.full(lead.shape[0], DEPENDENCY), g.chain_type[chain_dst], g.edge_type[cross]]
+    ).astype(np.int8)
+    weight = np.concatenate(
+        [g.lead_ns[lead], g.chain_weight_ns[chain_dst], g.edge_weight_ns[cross]]
+    )
     order = np.lexsort((src, dst))
     src, dst, etype, weight = src[order], dst[order], etype[order], weight[order]
     parts = _PART[etype]
@@ -605,8 +624,9 @@ def _path_edges(
     op_row = np.full(src.shape[0], NO_ID, dtype=np.int64)
     h = np.flatnonzero(host_edge)
     op_row[h] = g.event_row[_enclosing_op(trace, g, attributed[h])]
-    # Host work between ops: the annotation or Python frame it ran in.
+    # Host work between ops (or before the first): the annotation or Python frame it ran in.
     span = np.where(etype == DEPENDENCY, g.chain_span_row[dst], NO_ID)
+    span = np.where((src == dst) & (etype == DEPENDENCY), g.lead_span_row[dst], span)
     op_row = np.where(span >= 0, span, op_row)
     gpu_edge = ~host_edge & ((etype == GPU) | (etype == KERNEL_GAP) | (etype == LAUNCH_DELAY))
     k = np.flatnonzero(gpu_edge)
@@ -756,6 +776,7 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
     edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
     chain_w = np.where(g.chain_type != NO_EDGE, g.chain_weight_ns, 0)
     edge_w = g.edge_weight_ns.copy()
+    lead = g.lead_ns.copy()
     if change.gpu_rows.shape[0]:
         rows = np.asarray(change.gpu_rows, dtype=np.int64)
         order = np.argsort(rows, kind="stable")
@@ -769,12 +790,13 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
     host_edge = np.flatnonzero((g.chain_type == HOST) | (g.chain_type == DEPENDENCY))
     if host_edge.shape[0] and (change.host_rows.shape[0] or change.all_host):
-        if change.all_host:
-            shrink = ~_within(trace, g, host_edge, change.keep_host_rows)
-        else:
-            shrink = _within(trace, g, host_edge, change.host_rows)
-        v = host_edge[shrink]
-        chain_w[v] = np.round(chain_w[v] * change.host_scale).astype(np.int64)
+        w = chain_w[host_edge]
+        spans = change.keep_host_rows if change.all_host else change.host_rows
+        t_from = g.node_ns[g.chain_pred[host_edge]]
+        chain_w[host_edge] = _shrunk(trace, g, change, spans, host_edge, t_from, w)
+        leads = np.flatnonzero(lead > 0)
+        t_lead = np.minimum(g.node_ns[leads], g.start_ns)
+        lead[leads] = _shrunk(trace, g, change, spans, leads, t_lead, lead[leads])
     if change.unblock_rows.shape[0]:
         call_end = np.zeros(len(g), dtype=np.bool_)
         ends = ~g.node_start & np.isin(g.node_row, change.unblock_rows)
@@ -782,17 +804,36 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         edge_ok &= ~((g.edge_type == SYNC) & call_end[g.edge_dst])
     if change.no_launch_delay:
         edge_w[g.edge_type == LAUNCH_DELAY] = 0
-    return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w).max())
+    return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w, lead).max())
 
 
-def _within(trace: Trace, g: DependencyGraph, nodes: I64, rows: I64) -> Bools:
-    """Whether each host chain edge (by its destination node) lies within a span of `rows`.
+def _shrunk(
+    trace: Trace,
+    g: DependencyGraph,
+    change: GraphChange,
+    spans: I64,
+    nodes: I64,
+    t_from: I64,
+    w: I64,
+) -> I64:
+    """New weights of host time `[t_from, node]` of weight `w` under `change`.
 
-    Within a span on the edge's own thread, by time, not by nesting in the graph: the spans
-    may be annotations (a DataLoader's `__next__` is a user annotation in newer traces),
-    which are no events of the graph.
+    The part inside `spans` scales by `host_scale` (with `all_host`: the part outside them).
     """
-    out = np.zeros(nodes.shape[0], dtype=np.bool_)
+    inside = np.minimum(_overlap(trace, g, nodes, spans, t_from), w)
+    moved, kept = (w - inside, inside) if change.all_host else (inside, w - inside)
+    out: I64 = kept + np.round(moved * change.host_scale).astype(np.int64)
+    return out
+
+
+def _overlap(trace: Trace, g: DependencyGraph, nodes: I64, rows: I64, t_from: I64) -> I64:
+    """Time of `[t_from, node's time]` of each host node inside the spans of `rows`.
+
+    On the edge's own thread, by time, not by nesting in the graph: the spans may be
+    annotations (a DataLoader's `__next__` is a user annotation in newer traces), which are
+    no events of the graph, and an edge may run from before a span into it.
+    """
+    out = np.zeros(nodes.shape[0], dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
     if rows.shape[0] == 0 or nodes.shape[0] == 0:
         return out
@@ -802,9 +843,8 @@ def _within(trace: Trace, g: DependencyGraph, nodes: I64, rows: I64) -> Bools:
         np.concatenate([trace.tid[rows], trace.tid[edge_row]]),
     )
     span_key, edge_key = keys[: rows.shape[0]], keys[rows.shape[0] :]
-    t_from, t_to = g.node_ns[g.chain_pred[nodes]], g.node_ns[nodes]
-    last = _last_at_or_before(span_key, trace.ts_ns[rows], edge_key, t_from)
-    found = last >= 0
-    span_end = trace.end_ns[rows[np.maximum(last, 0)]]
-    out[found] = t_to[found] <= span_end[found]
-    return out
+    starts, ends = _merged(span_key, trace.ts_ns[rows], trace.end_ns[rows])
+    t_to = g.node_ns[nodes]
+    covered = _coverage(starts, ends, edge_key, t_to) - _coverage(starts, ends, edge_key, t_from)
+    result: I64 = np.maximum(covered, 0)
+    return result

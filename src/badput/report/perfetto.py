@@ -171,6 +171,10 @@ def _path_slices(
         keep = np.sort(keep[heaviest])
     dst, etype, weight = e.dst_row[keep], e.edge_type[keep], e.weight_ns[keep]
     start = _node_times(trace, cp, e.src_row[keep], e.src_start[keep])
+    # The host time before a thread's first node is an edge from that node to itself: it
+    # ends at the node.
+    lead = (e.src_row[keep] == dst) & (e.src_start[keep] == e.dst_start[keep])
+    start = np.where(lead, start - weight, start)
     types = [EDGE_TYPES[t] for t in etype.tolist()]
     parts = [BREAKDOWN_KEYS[k] for k in e.part[keep].tolist()]
     out: list[dict[str, Any]] = []
