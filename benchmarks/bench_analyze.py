@@ -5,14 +5,17 @@ One run measures, on the same big trace (built by make_big_trace.py when missing
 a. badput: ``.venv/bin/badput analyze TRACE --format json --out /dev/null``;
 b. floor: floor_decode.py in .venv, a msgspec decode of the whole file into typed structs;
 c. HTA 0.5.0: hta_breakdown.py in .venv-bench, load the trace and compute its temporal
-   breakdown (the venv is created with HolisticTraceAnalysis==0.5.0 when missing).
+   breakdown (the venv is created with HolisticTraceAnalysis==0.5.0 when missing);
+d. stages: analyze_stages.py in .venv, badput's load, analyze and diagnose in one process,
+   timing inside it what issue 19 added (launch statistics, critical path, graph what-ifs).
 
 Each runs in its own process, pinned to one CPU (the target is MB/s on one core), with BLAS and
 OpenMP pools at one thread. Wall time runs from spawn to exit, so interpreter start-up and
 imports count: that is what a user waits for. Peak RSS is ru_maxrss of that process (and any
 children it waited for), from os.wait4. The page cache is warmed first so no tool pays for the
 disk. Targets (from the issue): badput at least 25x faster than HTA, peak RSS at most 1/4 of
-HTA's, at least 100 MB/s of uncompressed JSON end to end.
+HTA's, at least 100 MB/s of uncompressed JSON end to end; issue 19's analyses at most 0.5 s
+per 100 MB.
 
 Exit status: 0 when every measured target passes, 1 when one fails or a tool fails.
 """
@@ -58,6 +61,9 @@ QUICK_RESULTS = HERE / "work/analyze-skip-hta.md"
 TOOL_ENV = {"badput-msgspec": {"BADPUT_NO_C_SCAN": "1"}}
 
 TARGET_SPEEDUP = 25.0
+# Issue 19: critical path and launch statistics add at most this to `badput analyze`.
+TARGET_ISSUE19_S_PER_100MB = 0.5
+ISSUE19_STAGES = ("launch_s", "critical_path_s", "what_if_s")
 TARGET_RSS_FRACTION = 0.25
 TARGET_MBPS = 100.0
 
@@ -275,6 +281,7 @@ def report(
         "badput": "badput `analyze --format json`",
         "badput-msgspec": "badput, msgspec path (no C scanner)",
         "floor": "floor: msgspec typed decode",
+        "stages": "badput stages, timed inside (analyze_stages.py)",
         "hta": f"HTA {HTA_VERSION}: load + temporal breakdown",
     }
     for key, run in runs.items():
@@ -329,6 +336,22 @@ def report(
             f"| badput without the C scanner: MB/s >= {TARGET_MBPS:.0f} (one core) "
             f"| {slow_mbps:,.1f} | {verdict(slow_mbps >= TARGET_MBPS)} |"
         )
+    stages = runs.get("stages")
+    if stages is not None and stages.ok and stages.info:
+        info = stages.info
+        added = sum(float(info.get(k, 0.0)) for k in ISSUE19_STAGES)
+        per_100mb = added / (mb / 100)
+        all_pass &= per_100mb <= TARGET_ISSUE19_S_PER_100MB
+        rows.append(
+            f"| critical path + launch statistics + graph what-ifs: s per 100 MB <= "
+            f"{TARGET_ISSUE19_S_PER_100MB} | {per_100mb:.3f} ({added:.2f} s) "
+            f"| {verdict(per_100mb <= TARGET_ISSUE19_S_PER_100MB)} |"
+        )
+    elif stages is not None:
+        rows.append(
+            f"| critical path + launch statistics: s per 100 MB <= "
+            f"{TARGET_ISSUE19_S_PER_100MB} | not measured: {stages.status} | - |"
+        )
     lines += ["", "| target | value | result |", "|---|---:|---|", *rows]
 
     details = []
@@ -340,6 +363,14 @@ def report(
         details.append(
             f"- floor: read {floor.info.get('read_s')} s, decode {floor.info.get('decode_s')} s, "
             f"CPUs allowed {floor.info.get('affinity')}"
+        )
+    if stages is not None and stages.ok and stages.info:
+        info = stages.info
+        details.append(
+            "- stages (one run, inside one process, in s): "
+            + ", ".join(f"{k} {info[k]}" for k in info if k.endswith("_s"))
+            + f"; {info.get('gpus')} GPU(s), {info.get('findings_with_graph_savings')} "
+            "finding(s) with a graph what-if"
         )
     if hta.ok:
         details.append(
@@ -409,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             os.devnull,
         ],
         "floor": [str(VENV_PY), str(HERE / "floor_decode.py"), str(trace)],
+        "stages": [str(VENV_PY), str(HERE / "analyze_stages.py"), str(trace)],
         "hta": [str(BENCH_PY), str(HERE / "hta_breakdown.py"), str(trace)],
     }
     runs: dict[str, Run] = {}
@@ -417,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
             runs[key] = Run(key, command, skipped=hta_skip)
             continue
         print(f"running {key}: {' '.join(command)}", file=sys.stderr, flush=True)
-        run = measure_repeated(key, command, cpu, 1 if key == "hta" else args.repeat)
+        once = key in ("hta", "stages")
+        run = measure_repeated(key, command, cpu, 1 if once else args.repeat)
         print(
             f"  {run.status}: wall {run.wall_s:.2f} s, peak RSS {run.max_rss_mib:,.0f} MiB",
             file=sys.stderr,

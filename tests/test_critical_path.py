@@ -41,7 +41,9 @@ def reference_longest(cp: CriticalPath) -> int:
     src, dst, _, w = g.all_edges()
     order = np.argsort(dst, kind="stable")
     src, dst, w = src[order].tolist(), dst[order].tolist(), w[order].tolist()
-    dist = g.lead_ns.tolist()  # host time before a thread's first node (0 elsewhere)
+    dist = [0] * len(g)
+    for v, lead in zip(g.lead_nodes.tolist(), g.lead_ns.tolist(), strict=True):
+        dist[v] = lead  # host time before a thread's first node
     k = 0
     for v in range(len(g)):
         while k < len(dst) and dst[k] == v:

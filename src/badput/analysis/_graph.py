@@ -13,6 +13,7 @@ well-formed trace goes from a lower to a higher node.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +24,9 @@ from badput.trace.model import NO_ID, EventKind, FlowPhase, SyncWaits, Trace
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
+I32 = npt.NDArray[np.int32]
+#: Integer arrays of any width (node indices are int32, times int64).
+Ints = npt.NDArray[np.signedinteger[Any]]
 Bools = npt.NDArray[np.bool_]
 
 #: Edge types (`DependencyGraph.edge_type`); `EDGE_TYPES[k]` names type k.
@@ -78,7 +82,7 @@ class DependencyGraph:
     """Nodes (event starts and ends) and edges of one window, in topological node order.
 
     Attributes:
-        node_row: the Trace row of each node's event.
+        node_row: the Trace row of each node's event (int32, like the other node indices).
         node_event: index into the events (`event_row`) of each node's event.
         node_start: True for an event's start node, False for its end node.
         node_ns: the node's time (GPU ends clipped where activities overlap on a stream).
@@ -90,11 +94,11 @@ class DependencyGraph:
             thread cover (host work between ops), the Trace row of the innermost span at its
             end (else at its start); `NO_ID` elsewhere. Those edges weigh the covered time;
             other dependency edges weigh 0.
-        lead_ns: at a host thread's first node, the time annotations and Python frames
-            cover between the window's start and it (the host's work before its first event,
-            such as the DataLoader call that opens the step): a path may begin there with
-            it; 0 elsewhere.
-        lead_span_row: the innermost span at that first node, `NO_ID` elsewhere.
+        lead_nodes: host threads' first nodes (ascending) that annotations and Python
+            frames cover time before, from the window's start (the host's work before its
+            first event, such as the DataLoader call that opens the step).
+        lead_ns: that time, per lead node: a path may begin there with it.
+        lead_span_row: the innermost span at each lead node.
         start_ns: the window's start (host side).
         edge_src, edge_dst, edge_type, edge_weight_ns: the cross edges, by destination.
         event_row: the Trace row of each event (host events in open order, then GPU).
@@ -104,15 +108,16 @@ class DependencyGraph:
         warnings: what the trace lacked for a complete graph.
     """
 
-    node_row: I64
-    node_event: I64
+    node_row: I32
+    node_event: I32
     node_start: Bools
     node_ns: I64
-    node_chain: I64
-    chain_pred: I64
+    node_chain: I32
+    chain_pred: I32
     chain_type: I8
     chain_weight_ns: I64
-    chain_span_row: I64
+    chain_span_row: I32
+    lead_nodes: I64
     lead_ns: I64
     lead_span_row: I64
     start_ns: int
@@ -121,7 +126,7 @@ class DependencyGraph:
     edge_type: I8
     edge_weight_ns: I64
     event_row: I64
-    event_parent: I64
+    event_parent: I32
     n_host: int
     warnings: list[str] = field(default_factory=list)
 
@@ -173,7 +178,7 @@ def _last_at_or_before(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, after: boo
     return out
 
 
-def _topological_order(t: I64, cls: I64, sub: I64, chain: I64) -> I64:
+def _topological_order(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64:
     """The node order: by time, class, depth key, chain (then input order), as one lexsort.
 
     Packed into one int64 key where the ranges fit (they do for any window under ~18 hours
@@ -199,7 +204,7 @@ def _topological_order(t: I64, cls: I64, sub: I64, chain: I64) -> I64:
     return packed
 
 
-def _stable_order(small: I64) -> I64:
+def _stable_order(small: Ints) -> I64:
     """Stable argsort of small non-negative ints (chain ids): radix sort on int16 where they fit."""
     if small.shape[0] and int(small.min()) >= 0 and int(small.max()) < 1 << 15:
         order: I64 = np.argsort(small.astype(np.int16), kind="stable").astype(np.int64)
@@ -292,7 +297,7 @@ def _merged(key: I64, start: I64, end: I64) -> tuple[tuple[I64, I64], I64]:
     return (key[first], start[first]), reach[last]
 
 
-def _coverage(starts: tuple[I64, I64], ends: I64, key: I64, t: I64) -> I64:
+def _coverage(starts: tuple[I64, I64], ends: I64, key: Ints, t: I64) -> I64:
     """Per (key, t): the time of that key's merged spans before t."""
     s_key, s_start = starts
     lengths = ends - s_start
@@ -422,31 +427,40 @@ def build_graph(
     n_ev = n_host + n_gpu
     ev_row = np.concatenate([host, g_row])
     ev_chain = np.concatenate([h_thread, n_threads + s_dense])
+    # Millions of nodes: node-sized arrays are int32 where they index (nodes, events, rows,
+    # chains) and temporaries go as soon as they are used (issue 19's memory budget).
     t = np.concatenate([h_start, g_start, h_end, g_end])
     cls = np.concatenate(
         [
-            np.full(n_host, _HOST_START),
-            np.full(n_gpu, _GPU_START),
-            np.full(n_host, _HOST_END),
-            np.full(n_gpu, _GPU_END),
+            np.full(n_host, _HOST_START, dtype=np.int8),
+            np.full(n_gpu, _GPU_START, dtype=np.int8),
+            np.full(n_host, _HOST_END, dtype=np.int8),
+            np.full(n_gpu, _GPU_END, dtype=np.int8),
         ]
     )
-    sub = np.concatenate([depth, np.zeros(n_gpu, np.int64), -depth, np.zeros(n_gpu, np.int64)])
-    chain = np.concatenate([ev_chain, ev_chain])
+    depth32 = depth.astype(np.int32)
+    zeros32 = np.zeros(n_gpu, np.int32)
+    sub = np.concatenate([depth32, zeros32, -depth32, zeros32])
+    chain = np.concatenate([ev_chain, ev_chain]).astype(np.int32)
+    del depth32, zeros32
     topo = _topological_order(t, cls, sub, chain)
-    pos = np.empty(2 * n_ev, dtype=np.int64)
-    pos[topo] = np.arange(2 * n_ev)
-    node_event = topo % n_ev if n_ev else topo
+    del cls, sub
+    pos = np.empty(2 * n_ev, dtype=np.int32)
+    pos[topo] = np.arange(2 * n_ev, dtype=np.int32)
+    node_event = (topo % n_ev if n_ev else topo).astype(np.int32)
     node_start = topo < n_ev
     node_ns, node_chain = t[topo], chain[topo]
+    del t, chain, topo
     start_node, end_node = pos[:n_ev], pos[n_ev:]
 
     # Chain edges: consecutive nodes of a chain.
     by_chain = _stable_order(node_chain)
-    pred = np.full(2 * n_ev, NO_ID, dtype=np.int64)
+    pred = np.full(2 * n_ev, NO_ID, dtype=np.int32)
     if by_chain.shape[0] > 1:
         same = node_chain[by_chain[1:]] == node_chain[by_chain[:-1]]
         pred[by_chain[1:][same]] = by_chain[:-1][same]
+        del same
+    del by_chain
     has = pred >= 0
     u = np.maximum(pred, 0)
     ev_v, ev_u = node_event, node_event[u]
@@ -638,7 +652,7 @@ def build_graph(
     # Between top-level events the thread is idle, unless it is inside an annotation or a
     # Python frame (the training loop's own code, a DataLoader's __next__): that gap is host
     # work, and the span it lies in names it.
-    span_row = np.full(2 * n_ev, NO_ID, dtype=np.int64)
+    span_row = np.full(2 * n_ev, NO_ID, dtype=np.int32)
     dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
     if dep_nodes.shape[0] and between_ops:
         covered, span_of = _span_cover(
@@ -652,9 +666,9 @@ def build_graph(
     # The host's work before its first event in the window (a DataLoader's __next__ that
     # opened the step, the loop's code) lies in no edge: it leads into the thread's first
     # node, as the time annotations and Python frames cover from the window's start.
-    lead = np.zeros(2 * n_ev, dtype=np.int64)
-    lead_span = np.full(2 * n_ev, NO_ID, dtype=np.int64)
-    firsts = np.flatnonzero((pred < 0) & is_host_node)
+    firsts = np.flatnonzero((pred < 0) & is_host_node).astype(np.int64)
+    lead = np.zeros(firsts.shape[0], dtype=np.int64)
+    lead_span = np.full(firsts.shape[0], NO_ID, dtype=np.int64)
     if firsts.shape[0] and between_ops:
         t_first = node_ns[firsts]
         covered, span_of = _span_cover(
@@ -663,8 +677,10 @@ def build_graph(
             np.minimum(np.full(firsts.shape[0], start_ns, dtype=np.int64), t_first),
             t_first,
         )
-        lead[firsts] = covered
-        lead_span[firsts] = np.where(covered > 0, span_of, NO_ID)
+        lead = covered
+        lead_span = np.where(covered > 0, span_of, NO_ID)
+    with_lead = lead > 0
+    firsts, lead, lead_span = firsts[with_lead], lead[with_lead], lead_span[with_lead]
 
     e_src = np.concatenate(src) if src else np.zeros(0, np.int64)
     e_dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
@@ -680,8 +696,8 @@ def build_graph(
     e_src, e_dst, e_type, e_w = e_src[fwd], e_dst[fwd], e_type[fwd], e_w[fwd]
     by_dst = np.argsort(e_dst, kind="stable")
     return DependencyGraph(
-        node_row=ev_row[node_event],
-        node_event=node_event.astype(np.int64),
+        node_row=ev_row.astype(np.int32)[node_event],
+        node_event=node_event,
         node_start=node_start,
         node_ns=node_ns,
         node_chain=node_chain,
@@ -689,15 +705,16 @@ def build_graph(
         chain_type=ctype,
         chain_weight_ns=np.maximum(weight, 0),
         chain_span_row=span_row,
+        lead_nodes=firsts,
         lead_ns=lead,
         lead_span_row=lead_span,
         start_ns=start_ns,
-        edge_src=e_src[by_dst],
-        edge_dst=e_dst[by_dst],
+        edge_src=e_src[by_dst].astype(np.int64),
+        edge_dst=e_dst[by_dst].astype(np.int64),
         edge_type=e_type[by_dst].astype(np.int8),
         edge_weight_ns=np.maximum(e_w[by_dst], 0),
         event_row=ev_row,
-        event_parent=parent_ev,
+        event_parent=parent_ev.astype(np.int32),
         n_host=n_host,
         warnings=warnings,
     )

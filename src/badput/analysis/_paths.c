@@ -39,41 +39,53 @@ static int get(PyObject *o, buf *out, int writable, Py_ssize_t itemsize) {
     return 0;
 }
 
-/* longest(pred, wchain, chain_ok, lead, src, dst, w, edge_ok, wait, dist_out, best_out)
+/* longest(pred, wchain, chain_ok, lead_nodes, lead_ns, src, dst, w, edge_ok, wait,
+ *         dist_out, best_out) -> None
  *
- * dist_out[v]: length of the longest path ending at v; best_out[v]: -1 (the path starts at v,
- * with lead[v] of time before it), -2 (it arrives by v's chain edge) or the index of the cross
- * edge it arrives by. */
-#define N_ARGS 11
+ * pred is int32 (node indices), the masks uint8, everything else int64. lead_nodes (ascending)
+ * and lead_ns: nodes a path may begin at with that much time before them. dist_out[v]: length
+ * of the longest path ending at v; best_out[v]: -1 (the path starts at v, after its lead),
+ * -2 (it arrives by v's chain edge) or the index of the cross edge it arrives by. */
+#define N_ARGS 12
 static PyObject *longest(PyObject *self, PyObject *args) {
     PyObject *o[N_ARGS];
     buf bs[N_ARGS] = {{0}};
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7], &o[8], &o[9], &o[10]))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &o[9], &o[10], &o[11]))
         return NULL;
-    static const Py_ssize_t size[N_ARGS] = {8, 8, 1, 8, 8, 8, 8, 1, 1, 8, 8};
+    static const Py_ssize_t size[N_ARGS] = {4, 8, 1, 8, 8, 8, 8, 8, 1, 1, 8, 8};
     for (int i = 0; i < N_ARGS; i++) {
-        if (get(o[i], &bs[i], i >= 9, size[i]) < 0) {
+        if (get(o[i], &bs[i], i >= 10, size[i]) < 0) {
             release(bs, N_ARGS);
             return NULL;
         }
     }
-    Py_ssize_t n = bs[0].b.len / 8, m = bs[4].b.len / 8;
-    if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[3].b.len / 8 != n ||
-        bs[9].b.len / 8 != n || bs[10].b.len / 8 != n || bs[5].b.len / 8 != m ||
-        bs[6].b.len / 8 != m || bs[7].b.len != m || bs[8].b.len != m) {
+    Py_ssize_t n = bs[0].b.len / 4, n_lead = bs[3].b.len / 8, m = bs[5].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[4].b.len / 8 != n_lead ||
+        bs[10].b.len / 8 != n || bs[11].b.len / 8 != n || bs[6].b.len / 8 != m ||
+        bs[7].b.len / 8 != m || bs[8].b.len != m || bs[9].b.len != m) {
         release(bs, N_ARGS);
         PyErr_SetString(PyExc_ValueError, "longest: arrays of mismatched lengths");
         return NULL;
     }
-    const int64_t *pred = bs[0].b.buf, *wchain = bs[1].b.buf, *lead = bs[3].b.buf,
-                  *src = bs[4].b.buf, *dst = bs[5].b.buf, *w = bs[6].b.buf;
-    const uint8_t *chain_ok = bs[2].b.buf, *edge_ok = bs[7].b.buf, *wait = bs[8].b.buf;
-    int64_t *dist = bs[9].b.buf, *best = bs[10].b.buf;
+    const int32_t *pred = bs[0].b.buf;
+    const int64_t *wchain = bs[1].b.buf, *lead_nodes = bs[3].b.buf, *lead = bs[4].b.buf,
+                  *src = bs[5].b.buf, *dst = bs[6].b.buf, *w = bs[7].b.buf;
+    const uint8_t *chain_ok = bs[2].b.buf, *edge_ok = bs[8].b.buf, *wait = bs[9].b.buf;
+    int64_t *dist = bs[10].b.buf, *best = bs[11].b.buf;
+    Py_ssize_t k = 0; /* next lead node */
     const char *bad = NULL;
     Py_ssize_t e = 0;
     for (Py_ssize_t v = 0; v < n && !bad; v++) {
-        int64_t val = lead[v] > 0 ? lead[v] : -1, b = -1;
+        int64_t val = -1, b = -1;
+        if (k < n_lead && lead_nodes[k] < v) {
+            bad = "longest: lead nodes are not ascending";
+            break;
+        }
+        if (k < n_lead && lead_nodes[k] == v) {
+            if (lead[k] > 0) val = lead[k];
+            k++;
+        }
         int64_t p = pred[v];
         if (chain_ok[v] && p >= 0) {
             if (p >= v) {
@@ -117,7 +129,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* backtrack(best, pred, src, end, nodes_out) -> count
+/* backtrack(best, pred, src, end, nodes_out) -> count (pred int32, the rest int64)
  *
  * The nodes of the path that ends at `end`, last first, into nodes_out[:count]. */
 static PyObject *backtrack(PyObject *self, PyObject *args) {
@@ -125,19 +137,21 @@ static PyObject *backtrack(PyObject *self, PyObject *args) {
     Py_ssize_t end;
     buf bs[4] = {{0}};
     if (!PyArg_ParseTuple(args, "OOOnO", &o[0], &o[1], &o[2], &end, &o[3])) return NULL;
+    static const Py_ssize_t bsize[4] = {8, 4, 8, 8};
     for (int i = 0; i < 4; i++) {
-        if (get(o[i], &bs[i], i == 3, 8) < 0) {
+        if (get(o[i], &bs[i], i == 3, bsize[i]) < 0) {
             release(bs, 4);
             return NULL;
         }
     }
     Py_ssize_t n = bs[0].b.len / 8, m = bs[2].b.len / 8;
-    if (bs[1].b.len / 8 != n || bs[3].b.len / 8 != n || end < 0 || end >= n) {
+    if (bs[1].b.len / 4 != n || bs[3].b.len / 8 != n || end < 0 || end >= n) {
         release(bs, 4);
         PyErr_SetString(PyExc_ValueError, "backtrack: bad arguments");
         return NULL;
     }
-    const int64_t *best = bs[0].b.buf, *pred = bs[1].b.buf, *src = bs[2].b.buf;
+    const int64_t *best = bs[0].b.buf, *src = bs[2].b.buf;
+    const int32_t *pred = bs[1].b.buf;
     int64_t *out = bs[3].b.buf;
     Py_ssize_t count = 0;
     int64_t v = end;

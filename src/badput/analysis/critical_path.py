@@ -51,6 +51,7 @@ from badput.analysis._graph import (
     SYNC,
     DependencyGraph,
     EventWaits,
+    Ints,
     _coverage,
     _merged,
     build_graph,
@@ -172,6 +173,10 @@ class CriticalPath:
     edges: PathEdges
     graph: DependencyGraph | None = field(repr=False)
     warnings: list[str] = field(default_factory=list)
+    # What-ifs over the same spans share their coverage (`_span_time`), by the spans' rows.
+    _spans: dict[bytes, tuple[I64, I64]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def compact(self) -> CriticalPath:
         """The path without its graph, rows and edges.
@@ -321,7 +326,7 @@ def critical_path(
     )
 
 
-def _rows_of(n_rows: int, rows: I64) -> I64:
+def _rows_of(n_rows: int, rows: Ints) -> I64:
     """The distinct rows, ascending (a mask, not a sort: paths have millions of nodes)."""
     seen = np.zeros(n_rows, dtype=np.bool_)
     seen[rows] = True
@@ -370,9 +375,10 @@ def _distances(
     best = np.zeros(n, dtype=np.int64)
     wait = g.edge_type == EVENT_WAIT
     _paths.longest(
-        np.ascontiguousarray(g.chain_pred, dtype=np.int64),
+        np.ascontiguousarray(g.chain_pred, dtype=np.int32),
         np.ascontiguousarray(g.chain_weight_ns if chain_w is None else chain_w, dtype=np.int64),
         np.ascontiguousarray(chain_ok, dtype=np.uint8),
+        np.ascontiguousarray(g.lead_nodes, dtype=np.int64),
         np.ascontiguousarray(g.lead_ns if lead is None else lead, dtype=np.int64),
         np.ascontiguousarray(g.edge_src, dtype=np.int64),
         np.ascontiguousarray(g.edge_dst, dtype=np.int64),
@@ -411,7 +417,7 @@ def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64
     out = np.zeros(len(g), dtype=np.int64)
     count = _paths.backtrack(
         best,
-        np.ascontiguousarray(g.chain_pred, dtype=np.int64),
+        np.ascontiguousarray(g.chain_pred, dtype=np.int32),
         np.ascontiguousarray(g.edge_src, dtype=np.int64),
         int(np.argmax(dist)),
         out,
@@ -437,7 +443,9 @@ def _longest(
     path to it arrives by.
     """
     n = len(g)
-    lead = g.lead_ns if lead is None else lead
+    dense = np.zeros(n, dtype=np.int64)  # the numpy pass wants a lead per node
+    dense[g.lead_nodes] = g.lead_ns if lead is None else lead
+    lead = dense
     pred = g.chain_pred
     w_chain = np.where(chain_ok, g.chain_weight_ns if chain_w is None else chain_w, 0)
     e_idx = np.flatnonzero(edge_ok)
@@ -500,8 +508,8 @@ def _longest(
 def _solve_block(
     a: int,
     b: int,
-    chain: I64,
-    pred: I64,
+    chain: Ints,
+    pred: Ints,
     chain_ok: Bools,
     w_chain: I64,
     src: I64,
@@ -596,15 +604,14 @@ def _path_edges(
     begins with a `dependency` edge from that node to itself, of that weight.
     """
     c_src = g.chain_pred[chain_dst]
-    lead = np.array([first] if g.lead_ns[first] > 0 else [], dtype=np.int64)
+    k = np.flatnonzero(g.lead_nodes == first)  # the lead of the path's first node, if any
+    lead = g.lead_nodes[k]
     src = np.concatenate([lead, c_src, g.edge_src[cross]])
     dst = np.concatenate([lead, chain_dst, g.edge_dst[cross]])
     etype = np.concatenate(
         [np.full(lead.shape[0], DEPENDENCY), g.chain_type[chain_dst], g.edge_type[cross]]
     ).astype(np.int8)
-    weight = np.concatenate(
-        [g.lead_ns[lead], g.chain_weight_ns[chain_dst], g.edge_weight_ns[cross]]
-    )
+    weight = np.concatenate([g.lead_ns[k], g.chain_weight_ns[chain_dst], g.edge_weight_ns[cross]])
     order = np.lexsort((src, dst))
     src, dst, etype, weight = src[order], dst[order], etype[order], weight[order]
     parts = _PART[etype]
@@ -626,7 +633,8 @@ def _path_edges(
     op_row[h] = g.event_row[_enclosing_op(trace, g, attributed[h])]
     # Host work between ops (or before the first): the annotation or Python frame it ran in.
     span = np.where(etype == DEPENDENCY, g.chain_span_row[dst], NO_ID)
-    span = np.where((src == dst) & (etype == DEPENDENCY), g.lead_span_row[dst], span)
+    if lead.shape[0]:
+        span[(src == dst) & (etype == DEPENDENCY)] = g.lead_span_row[k[0]]
     op_row = np.where(span >= 0, span, op_row)
     gpu_edge = ~host_edge & ((etype == GPU) | (etype == KERNEL_GAP) | (etype == LAUNCH_DELAY))
     k = np.flatnonzero(gpu_edge)
@@ -790,13 +798,16 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
     host_edge = np.flatnonzero((g.chain_type == HOST) | (g.chain_type == DEPENDENCY))
     if host_edge.shape[0] and (change.host_rows.shape[0] or change.all_host):
-        w = chain_w[host_edge]
         spans = change.keep_host_rows if change.all_host else change.host_rows
-        t_from = g.node_ns[g.chain_pred[host_edge]]
-        chain_w[host_edge] = _shrunk(trace, g, change, spans, host_edge, t_from, w)
-        leads = np.flatnonzero(lead > 0)
-        t_lead = np.minimum(g.node_ns[leads], g.start_ns)
-        lead[leads] = _shrunk(trace, g, change, spans, leads, t_lead, lead[leads])
+        key = np.asarray(spans, dtype=np.int64).tobytes()
+        if key not in cp._spans:
+            cp._spans.clear()  # one set of spans kept: the findings ask for one or two
+            cp._spans[key] = _span_time(trace, g, spans)
+        at_node, at_start = cp._spans[key]
+        inside = at_node[host_edge] - at_node[g.chain_pred[host_edge]]
+        chain_w[host_edge] = _shrunk(change, inside, chain_w[host_edge])
+        inside = at_node[g.lead_nodes] - at_start[g.node_chain[g.lead_nodes]]
+        lead = _shrunk(change, inside, lead)
     if change.unblock_rows.shape[0]:
         call_end = np.zeros(len(g), dtype=np.bool_)
         ends = ~g.node_start & np.isin(g.node_row, change.unblock_rows)
@@ -807,44 +818,50 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
     return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w, lead).max())
 
 
-def _shrunk(
-    trace: Trace,
-    g: DependencyGraph,
-    change: GraphChange,
-    spans: I64,
-    nodes: I64,
-    t_from: I64,
-    w: I64,
-) -> I64:
-    """New weights of host time `[t_from, node]` of weight `w` under `change`.
+def _shrunk(change: GraphChange, inside: I64, w: I64) -> I64:
+    """New weights of host edges of weight `w`, `inside` of them within the change's spans.
 
-    The part inside `spans` scales by `host_scale` (with `all_host`: the part outside them).
+    The part inside scales by `host_scale` (with `all_host`: the part outside them).
     """
-    inside = np.minimum(_overlap(trace, g, nodes, spans, t_from), w)
+    inside = np.clip(inside, 0, w)
     moved, kept = (w - inside, inside) if change.all_host else (inside, w - inside)
     out: I64 = kept + np.round(moved * change.host_scale).astype(np.int64)
     return out
 
 
-def _overlap(trace: Trace, g: DependencyGraph, nodes: I64, rows: I64, t_from: I64) -> I64:
-    """Time of `[t_from, node's time]` of each host node inside the spans of `rows`.
+def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
+    """Time the spans of `rows` cover on each host node's thread before the node's time.
 
-    On the edge's own thread, by time, not by nesting in the graph: the spans may be
-    annotations (a DataLoader's `__next__` is a user annotation in newer traces), which are
-    no events of the graph, and an edge may run from before a span into it.
+    Also per chain, before the window's start. By time, not by nesting in the graph: the
+    spans may be annotations (a DataLoader's `__next__` is a user annotation in newer
+    traces), which are no events of the graph, and a host edge may run from before a span
+    into it; the time of an edge inside the spans is the difference of its nodes' values.
     """
-    out = np.zeros(nodes.shape[0], dtype=np.int64)
+    n_chains = int(g.node_chain.max()) + 1 if len(g) else 0
+    at_node = np.zeros(len(g), dtype=np.int64)
+    at_start = np.zeros(n_chains, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    if rows.shape[0] == 0 or nodes.shape[0] == 0:
-        return out
-    edge_row = g.node_row[nodes]
+    if rows.shape[0] == 0 or len(g) == 0:
+        return at_node, at_start
+    # A host chain is a thread: one of its events stands for its (pid, tid).
+    host_nodes = np.flatnonzero(g.node_event < g.n_host)
+    chain_row = np.full(n_chains, NO_ID, dtype=np.int64)
+    chain_row[g.node_chain[host_nodes]] = g.node_row[host_nodes]
+    host_chains = np.flatnonzero(chain_row >= 0)
+    reps = chain_row[host_chains]
     keys = dense_pairs(
-        np.concatenate([trace.pid[rows], trace.pid[edge_row]]),
-        np.concatenate([trace.tid[rows], trace.tid[edge_row]]),
+        np.concatenate([trace.pid[reps], trace.pid[rows]]),
+        np.concatenate([trace.tid[reps], trace.tid[rows]]),
     )
-    span_key, edge_key = keys[: rows.shape[0]], keys[rows.shape[0] :]
-    starts, ends = _merged(span_key, trace.ts_ns[rows], trace.end_ns[rows])
-    t_to = g.node_ns[nodes]
-    covered = _coverage(starts, ends, edge_key, t_to) - _coverage(starts, ends, edge_key, t_from)
-    result: I64 = np.maximum(covered, 0)
-    return result
+    chain_of_key = np.full(int(keys.max()) + 1, NO_ID, dtype=np.int64)
+    chain_of_key[keys[: reps.shape[0]]] = host_chains
+    span_chain = chain_of_key[keys[reps.shape[0] :]]
+    on = span_chain >= 0  # spans on threads without events in the window cover nothing here
+    if not on.any():
+        return at_node, at_start
+    starts, ends = _merged(span_chain[on], trace.ts_ns[rows[on]], trace.end_ns[rows[on]])
+    nodes = host_nodes[np.isin(g.node_chain[host_nodes], starts[0])]
+    at_node[nodes] = _coverage(starts, ends, g.node_chain[nodes], g.node_ns[nodes])
+    start = np.full(host_chains.shape[0], g.start_ns, dtype=np.int64)
+    at_start[host_chains] = _coverage(starts, ends, host_chains, start)
+    return at_node, at_start

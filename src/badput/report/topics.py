@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from badput.analysis.critical_path import BREAKDOWN_KEYS
 from badput.analysis.patterns import CATEGORIES, COMM_KINDS, COMM_OP_FAMILIES, name_table
 
 __all__ = ["TOPICS", "Topic"]
@@ -121,6 +122,26 @@ TOPICS: dict[str, Topic] = {
             "outside every op and record_function range).",
             "Kernels launched by code the profiler does not see as an op (C++ extensions "
             "without RECORD_FUNCTION, some Triton launches) are unattributed.",
+        ),
+        Topic(
+            "critical-path",
+            "critical path: the longest chain of dependent work through the window",
+            "A graph of the window: a start and an end node per host op or runtime call and "
+            "per GPU activity; edges along each host thread (an op's own time, and the time "
+            "annotations or Python frames cover between ops: the loop's own code), along each "
+            "stream (an activity's duration, the gap to the next), from each launch call to "
+            "its activity (the launch delay, where the stream's queue was empty), from the GPU "
+            "work a blocking call waited for to its end (sync), and from cudaEventRecord to "
+            "cudaStreamWaitEvent (event waits). The critical path is the longest path; its "
+            "length splits into " + ", ".join(BREAKDOWN_KEYS) + " by its edges, and its time "
+            "goes to ops (host time to the op around it, GPU time to the op that launched the "
+            "work). A finding's critical_path_savings_us is the path's length less its length "
+            "after the fix (shrunk edges: the DataLoader's host time, a sync that no longer "
+            "waits, no host time or launch delays, hidden communication, faster kernels).",
+            "One GPU at a time; no edges between ranks. Without correlation ids or host events "
+            "the missing edges are named in the warnings. critical_path(between_ops=False) "
+            "gives HTA's graph, where time between top-level ops is idle.",
+            "docs/critical_path.md",
         ),
     )
 }
