@@ -159,6 +159,22 @@ def test_sync_bound(tmp_path: Path) -> None:
     assert cp.steps == [("ProfilerStep#1", 515 * US)]
 
 
+def test_event_sync_without_a_record_falls_back_to_the_timing(tmp_path: Path) -> None:
+    # nsys exports name a device synchronize's cuda_sync row "Event Sync" with no event
+    # record: the row gives no edge, and the blocking-call timing still joins the kernel's
+    # end to the call's end. The same path as a Context Sync: 515 us.
+    b = new_trace()
+    b.profiler_step(1, 0, 520)
+    b.launch(GEMM, cpu=(0, 1), gpu=(5, 505))
+    sync = b.runtime("cudaDeviceSynchronize", 2, 510)
+    sync_row(b, "Event Sync", 503, 510, sync)
+    b.cpu_op("aten::mul", 510, 520)
+    _, cp = path_of(b.write(tmp_path / "t.json"))
+    assert cp.length_ns == 515 * US
+    assert us(cp.breakdown_ns) == {"launch_delay": 5.0, "gpu_compute": 500.0, "host": 10.0}
+    assert "sync" in edge_types(cp)
+
+
 def test_sync_without_cuda_sync_rows_comes_from_the_blocking_calls(tmp_path: Path) -> None:
     # The same without the cuda_sync row: analysis.blocking finds cudaDeviceSynchronize
     # blocking by its timing; the same path, and a warning that the trace has no cuda_sync.

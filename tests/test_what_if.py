@@ -7,6 +7,7 @@ path (`BADPUT_NO_C_PATHS=1` forces numpy).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -189,3 +190,8 @@ def test_data_loading_span_that_an_edge_runs_into(tmp_path: Path, longest_pass: 
     assert found["data-loading"].graph_savings_ns == pytest.approx(70 * US)
     # The host-overhead what-if keeps exactly the DataLoader's 70 us of host time.
     assert found["host-overhead"].graph_savings_ns == pytest.approx((101 - 70 + 11) * US)
+
+
+def test_c_pass_is_built_in_ci() -> None:
+    if os.environ.get("CI"):
+        assert cp_module._paths is not None, "CI must build the C longest-path pass"

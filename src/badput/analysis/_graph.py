@@ -551,7 +551,9 @@ def build_graph(
         for streams in per:
             gpu_ev = np.where(streams >= 0, last_queued(streams, call_ts), NO_ID)
             add(node_of(gpu_ev, end_node), node_of(call_ev, end_node), SYNC)
-        covered[call_ev[call_ev >= 0]] = True
+            # A call is covered once a sync row gave it an edge; one without (its stream
+            # queued nothing yet) is left to the blocking-call timing below.
+            covered[call_ev[(call_ev >= 0) & (gpu_ev >= 0)]] = True
 
     # Event waits: the last activity queued on the recorded stream before the record.
     records = host[trace.name_mask(lambda n: "EventRecord" in n)[trace.name_id[host]]]
@@ -605,7 +607,9 @@ def build_graph(
         src_node = node_of(src_ev, end_node)
         if name == EVENT_SYNC:
             add(src_node, node_of(call_ev, end_node), SYNC)
-            covered[call_ev[call_ev >= 0]] = True
+            # An Event Sync whose record is unknown (nsys names a device synchronize so)
+            # is left to the blocking-call timing below.
+            covered[call_ev[(call_ev >= 0) & (src_node >= 0)]] = True
         else:
             # The next activity the waiting thread queues on the waiting stream.
             wstream = stream_of(trace.stream[rows])

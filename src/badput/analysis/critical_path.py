@@ -57,7 +57,7 @@ from badput.analysis._graph import (
     build_graph,
 )
 from badput.analysis._nesting import dense_pairs
-from badput.analysis.blocking import blocking_calls
+from badput.analysis.blocking import BlockingCalls, blocking_calls
 from badput.analysis.classify import KernelClasses
 from badput.analysis.patterns import CATEGORIES, profiler_step_number
 from badput.analysis.results import DeviceAnalysis
@@ -173,6 +173,8 @@ class CriticalPath:
     edges: PathEdges
     graph: DependencyGraph | None = field(repr=False)
     warnings: list[str] = field(default_factory=list)
+    #: The blocking calls the graph's sync edges came from (diagnosis reuses them).
+    blocking: BlockingCalls | None = field(default=None, repr=False, compare=False)
     # What-ifs over the same spans share their coverage (`_span_time`), by the spans' rows.
     _spans: dict[bytes, tuple[I64, I64]] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -183,7 +185,8 @@ class CriticalPath:
 
         What a report needs, small enough to ship from a worker to the driver.
         """
-        return dataclasses.replace(self, rows=np.zeros(0, np.int64), edges=_no_edges(), graph=None)
+        empty = np.zeros(0, np.int64)
+        return dataclasses.replace(self, rows=empty, edges=_no_edges(), graph=None, blocking=None)
 
 
 def dependency_graph(
@@ -194,6 +197,7 @@ def dependency_graph(
     window: tuple[int, int] | None = None,
     waits: EventWaits | None = None,
     between_ops: bool = True,
+    blocking: BlockingCalls | None = None,
 ) -> DependencyGraph:
     """The dependency graph of one GPU's window (see the module docstring for its edges).
 
@@ -205,6 +209,7 @@ def dependency_graph(
         waits: the record each event wait waited on; the trace's own (`Trace.sync_waits`)
             if None.
         between_ops: see `critical_path`.
+        blocking: the analysis's blocking calls (`blocking_calls`), if already found.
     """
     if tree is None:
         tree = analysis.timeline.tree if analysis.timeline is not None else None
@@ -224,12 +229,10 @@ def dependency_graph(
             w0, w1 = min(w0, int(spans[0].min())), min(w1, int(spans[1].max()))
     else:
         w0, w1 = window
-    blocking = (
-        blocking_calls(trace, analysis).rows.astype(np.int64)
-        if analysis.timeline is not None and analysis.window_ns > 0
-        else np.zeros(0, dtype=np.int64)
-    )
-    return build_graph(trace, tree, analysis.device, w0, w1, blocking, waits, between_ops)
+    if blocking is None and analysis.timeline is not None and analysis.window_ns > 0:
+        blocking = blocking_calls(trace, analysis)
+    rows = blocking.rows.astype(np.int64) if blocking is not None else np.zeros(0, np.int64)
+    return build_graph(trace, tree, analysis.device, w0, w1, rows, waits, between_ops)
 
 
 def _cpu_spans(trace: Trace, analysis: DeviceAnalysis) -> tuple[I64, I64] | None:
@@ -289,7 +292,20 @@ def critical_path(
         tree = analysis.timeline.tree
     if tree is None:
         tree = launch_tree(trace)
-    g = dependency_graph(trace, analysis, tree, window=window, waits=waits, between_ops=between_ops)
+    blocking = (
+        blocking_calls(trace, analysis)
+        if analysis.timeline is not None and analysis.window_ns > 0
+        else None
+    )
+    g = dependency_graph(
+        trace,
+        analysis,
+        tree,
+        window=window,
+        waits=waits,
+        between_ops=between_ops,
+        blocking=blocking,
+    )
     warnings = list(g.warnings)
     if not (trace.kind == EventKind.SYNC).any():
         warnings.append(
@@ -323,6 +339,7 @@ def critical_path(
         edges=edges,
         graph=g,
         warnings=warnings,
+        blocking=blocking,
     )
 
 
@@ -723,8 +740,13 @@ def _step_lengths(
     edge_ok = (node_owner[g.edge_src] == node_owner[g.edge_dst]) & (node_owner[g.edge_dst] >= 0)
     dist = _lengths(g, chain_ok, edge_ok)
     length = np.zeros(len(steps), dtype=np.int64)
-    has = node_owner >= 0
-    np.maximum.at(length, node_owner[has], dist[has])
+    # Max per owner: nodes come in time order, so owners come in runs; one max per run.
+    cut = np.flatnonzero(np.diff(node_owner)) + 1
+    first = np.concatenate([np.zeros(1, dtype=np.int64), cut])
+    run_max = np.maximum.reduceat(dist, first)
+    run_owner = node_owner[first]
+    has = run_owner >= 0
+    np.maximum.at(length, run_owner[has], run_max[has])
     by_input = np.empty(len(steps), dtype=np.int64)
     by_input[order] = length
     return [(s.name, int(by_input[i])) for i, s in enumerate(steps)]

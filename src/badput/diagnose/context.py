@@ -155,6 +155,9 @@ class DeviceContext:
         `badput.analysis.blocking.blocking_calls` decides (its docstring states the deciders
         and the what-if); the context computes it once.
         """
+        cp = self.analysis.critical_path
+        if cp is not None and cp.blocking is not None:  # found once, for the path's syncs
+            return cp.blocking
         return blocking_calls(self.trace, self.analysis)
 
     @property
