@@ -307,7 +307,12 @@ def _coverage(starts: tuple[I64, I64], ends: I64, key: Ints, t: I64) -> I64:
     key_first[1:] = s_key[1:] != s_key[:-1]
     base = cum[np.maximum.accumulate(np.where(key_first, np.arange(s_key.shape[0]), 0))]
     before = cum - base
-    last = _last_at_or_before(s_key, s_start, key, t)
+    if s_key.shape[0] and s_key[0] == s_key[-1]:  # one thread's spans (the usual case)
+        last = np.searchsorted(s_start, t, side="right") - 1
+        if key.shape[0] and not (int(key.min()) == int(key.max()) == int(s_key[0])):
+            last = np.where(key == s_key[0], last, NO_ID)
+    else:
+        last = _last_at_or_before(s_key, s_start, key, t)
     found = last >= 0
     at = np.maximum(last, 0)
     inside = np.clip(t - s_start[at], 0, lengths[at])
@@ -441,8 +446,9 @@ def build_graph(
     depth32 = depth.astype(np.int32)
     zeros32 = np.zeros(n_gpu, np.int32)
     sub = np.concatenate([depth32, zeros32, -depth32, zeros32])
-    chain = np.concatenate([ev_chain, ev_chain]).astype(np.int32)
-    del depth32, zeros32
+    chain32 = ev_chain.astype(np.int32)
+    chain = np.concatenate([chain32, chain32])
+    del depth32, zeros32, chain32
     topo = _topological_order(t, cls, sub, chain)
     del cls, sub
     pos = np.empty(2 * n_ev, dtype=np.int32)

@@ -847,6 +847,8 @@ def _shrunk(change: GraphChange, inside: I64, w: I64) -> I64:
     """
     inside = np.clip(inside, 0, w)
     moved, kept = (w - inside, inside) if change.all_host else (inside, w - inside)
+    if change.host_scale == 0:
+        return kept
     out: I64 = kept + np.round(moved * change.host_scale).astype(np.int64)
     return out
 
