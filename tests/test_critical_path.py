@@ -175,6 +175,24 @@ def test_event_sync_without_a_record_falls_back_to_the_timing(tmp_path: Path) ->
     assert "sync" in edge_types(cp)
 
 
+def test_sync_waiting_on_work_before_the_window_is_no_host_work(tmp_path: Path) -> None:
+    # A kernel [10, 100) launched at [0, 1), before the window (2, 200); in it a
+    # cudaDeviceSynchronize [2, 100) that waits for that kernel, then an op [100, 150). The
+    # kernel is not in the window's graph, so no edge reaches the sync: its 98 us are still
+    # waiting, not host work. Path: the op's 50 us.
+    b = new_trace()
+    b.launch(GEMM, cpu=(0, 1), gpu=(10, 100))
+    b.runtime("cudaDeviceSynchronize", 2, 100)
+    b.cpu_op("aten::mul", 100, 150)
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    analysis = analyze_trace(trace)[0]
+    (sync,) = np.flatnonzero(trace.name_id == trace.names.index("cudaDeviceSynchronize"))
+    start = int(trace.ts_ns[sync])
+    cp = critical_path(trace, analysis, window=(start, start + 198 * US))
+    assert cp.length_ns == 50 * US
+    assert us(cp.breakdown_ns) == {"host": 50.0}
+
+
 def test_sync_without_cuda_sync_rows_comes_from_the_blocking_calls(tmp_path: Path) -> None:
     # The same without the cuda_sync row: analysis.blocking finds cudaDeviceSynchronize
     # blocking by its timing; the same path, and a warning that the trace has no cuda_sync.

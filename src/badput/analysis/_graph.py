@@ -645,6 +645,10 @@ def build_graph(
         gpu_ev = last_queued(np.full(b_ev.shape[0], s, dtype=np.int64), ts[ev_row[b_ev]])
         add(node_of(gpu_ev, end_node), end_node[b_ev], SYNC)
     blocking |= covered
+    # A synchronize call waits for the GPU even where the work it waited for lies before the
+    # window (the sync that opens a step): its wait is no host work either.
+    waits_by_name = trace.name_mask(lambda n: "Synchronize" in n)[trace.name_id[host]]
+    blocking[: host.shape[0]] |= waits_by_name & (kind[host] != EventKind.CPU_OP)
 
     # Chain edge types.
     host_v = has & is_host_node
@@ -656,8 +660,9 @@ def build_graph(
     gpu_v = has & ~is_host_node
     ctype[gpu_v & ~node_start] = GPU
     gap = gpu_v & node_start
-    g_index = np.maximum(ev_v - n_host, 0)
-    gap_cut = gap & empty_queue[g_index]
+    gap_cut = np.zeros(2 * n_ev, dtype=np.bool_)
+    if n_gpu:  # a window of host events alone has no stream to cut
+        gap_cut = gap & empty_queue[np.maximum(ev_v - n_host, 0)]
     ctype[gap & ~gap_cut] = KERNEL_GAP
     # Between top-level events the thread is idle, unless it is inside an annotation or a
     # Python frame (the training loop's own code, a DataLoader's __next__): that gap is host

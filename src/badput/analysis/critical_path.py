@@ -159,6 +159,10 @@ class CriticalPath:
             innermost op that launched the activity (or the activity's own name).
         steps: (step name, length of the step's own critical path), in time order; a step's
             graph holds its host events and the GPU work they launched.
+        top_modules: (nn.Module path, time on the path) of the GPU side of the path (an
+            activity's time, the gap before it, its launch delay) by the activity's
+            innermost module (`LaunchTree.module`), largest first; empty without module
+            frames (with_stack=False).
         rows: Trace rows of the events on the path, ascending.
         edges: the path's edges.
         graph: the dependency graph it was found in; None in a `compact` copy.
@@ -173,6 +177,7 @@ class CriticalPath:
     edges: PathEdges
     graph: DependencyGraph | None = field(repr=False)
     warnings: list[str] = field(default_factory=list)
+    top_modules: list[tuple[str, int]] = field(default_factory=list)
     #: The blocking calls the graph's sync edges came from (diagnosis reuses them).
     blocking: BlockingCalls | None = field(default=None, repr=False, compare=False)
     # What-ifs over the same spans share their coverage (`_span_time`), by the spans' rows.
@@ -325,7 +330,7 @@ def critical_path(
 
     has_chain = g.chain_type != NO_EDGE
     dist, nodes, chain_dst, cross = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
-    edges, parts, ops = _path_edges(trace, tree, g, chain_dst, cross, part, int(nodes[0]))
+    edges, parts, ops, modules = _path_edges(trace, tree, g, chain_dst, cross, part, int(nodes[0]))
     breakdown = np.bincount(parts, weights=edges.weight_ns, minlength=len(BREAKDOWN_KEYS))
     length = int(dist.max())
     breakdown_ns = {k: int(v) for k, v in zip(BREAKDOWN_KEYS, breakdown.tolist(), strict=True)}
@@ -334,6 +339,7 @@ def critical_path(
         length_ns=length,
         breakdown_ns=breakdown_ns,
         top_ops=_top_ops(trace, ops, edges.weight_ns),
+        top_modules=_top_modules(tree, modules, edges.weight_ns),
         steps=_step_lengths(trace, tree, g, analysis),
         rows=_rows_of(len(trace), g.node_row[nodes]),
         edges=edges,
@@ -614,8 +620,11 @@ def _path_edges(
     cross: I64,
     gpu_part: I64,
     first: int,
-) -> tuple[PathEdges, I64, I64]:
-    """The path's edges in time order, the breakdown part of each, and the op row of each.
+) -> tuple[PathEdges, I64, I64, I64]:
+    """The path's edges in time order, their breakdown parts, op rows and modules.
+
+    The module of a GPU edge (the activity's time, its gap, its launch delay) is the launch
+    tree's innermost module path of the activity, `NO_ID` elsewhere.
 
     A path that begins with host time before its first node (`DependencyGraph.lead_ns`)
     begins with a `dependency` edge from that node to itself, of that weight.
@@ -659,6 +668,9 @@ def _path_edges(
     at = np.minimum(np.searchsorted(tree.row, krow), max(len(tree) - 1, 0))
     inner = tree.inner_op[at] if len(tree) else np.full(k.shape[0], NO_ID, dtype=np.int64)
     op_row[k] = np.where((tree.row[at] == krow) & (inner >= 0), inner, krow) if len(tree) else krow
+    module = np.full(src.shape[0], NO_ID, dtype=np.int64)
+    if len(tree):
+        module[k] = np.where(tree.row[at] == krow, tree.module[at], NO_ID)
     edges = PathEdges(
         src_row=g.node_row[src],
         dst_row=g.node_row[dst],
@@ -668,7 +680,7 @@ def _path_edges(
         weight_ns=weight,
         part=parts.astype(np.int8),
     )
-    return edges, parts, op_row
+    return edges, parts, op_row, module
 
 
 def _enclosing_op(trace: Trace, g: DependencyGraph, events: I64) -> I64:
@@ -707,6 +719,16 @@ def _top_ops(trace: Trace, op_row: I64, weight: I64) -> list[tuple[str, int]]:
         key = STEP_OP if profiler_step_number(name) is not None else name
         totals[key] = totals.get(key, 0) + int(ns[i])
     return sorted(totals.items(), key=lambda p: (-p[1], p[0]))
+
+
+def _top_modules(tree: LaunchTree, module: I64, weight: I64) -> list[tuple[str, int]]:
+    """(module path, GPU-side time on the path) of the edges' modules, largest first."""
+    keep = (module >= 0) & (weight > 0)
+    if not keep.any():
+        return []
+    ns = np.bincount(module[keep], weights=weight[keep], minlength=len(tree.module_paths))
+    pairs = [(tree.module_paths[i], int(ns[i])) for i in np.flatnonzero(ns > 0).tolist()]
+    return sorted(pairs, key=lambda p: (-p[1], p[0]))
 
 
 def _step_lengths(

@@ -214,7 +214,9 @@ def _device(
         ],
         "kernel_total_us": us(d.kernel_ns),
         "short_kernel_share": d.short_kernel_share,
-        "warnings": d.warnings,
+        # The critical path's own notes (missing edges, named) join the device's.
+        "warnings": d.warnings
+        + ([f"critical path: {w}" for w in d.critical_path.warnings] if d.critical_path else []),
         "findings": [finding_dict(f) for f in findings],
         "memory": memory_dict(memory),
         **model_dict(d.model),
@@ -231,7 +233,9 @@ def critical_path_dict(cp: CriticalPath | None) -> dict[str, Any] | None:
     """The `critical_path` object of a device (`badput.analysis.critical_path`).
 
     None without a launch tree or GPU activity. `breakdown_us` adds up to `length_us`
-    (integer nanoseconds underneath, so exactly up to the microsecond texts' rounding).
+    (integer nanoseconds underneath, so exactly up to the microsecond texts' rounding). The
+    keys are issue 19's contract; the path's warnings go to the device's `warnings`,
+    prefixed "critical path: ".
     """
     if cp is None:
         return None
@@ -240,7 +244,6 @@ def critical_path_dict(cp: CriticalPath | None) -> dict[str, Any] | None:
         "breakdown_us": {k: us(v) for k, v in cp.breakdown_ns.items()},
         "top_ops": [{"op": op, "on_path_us": us(ns)} for op, ns in cp.top_ops[:TOP_PATH_OPS]],
         "steps": [{"name": name, "length_us": us(ns)} for name, ns in cp.steps],
-        "warnings": list(cp.warnings),
     }
 
 

@@ -124,6 +124,9 @@ def critical_path_lines(d: DeviceAnalysis) -> list[str]:
     if cp.top_ops:
         ops = " · ".join(f"{op} {ns / 1e6:,.2f} ms" for op, ns in cp.top_ops[:PATH_OPS_SHOWN])
         lines.append(f"on it: {ops}")
+    if cp.top_modules:
+        mods = " · ".join(f"{m} {ns / 1e6:,.2f} ms" for m, ns in cp.top_modules[:PATH_OPS_SHOWN])
+        lines.append(f"modules on it (GPU side): {mods}")
     return lines
 
 
