@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -182,6 +183,9 @@ class CriticalPath:
     blocking: BlockingCalls | None = field(default=None, repr=False, compare=False)
     # What-ifs over the same spans share their coverage (`_span_time`), by the spans' rows.
     _spans: dict[bytes, tuple[I64, I64]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _what_if_base: dict[str, npt.NDArray[Any]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -820,13 +824,19 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         return None
     if len(g) == 0:
         return 0
-    # A stream runs its activities in order whatever the host does: where the measured graph
-    # replaced the stream's own order by a launch delay (its queue was empty), the what-if
-    # keeps the order too, at no weight (HTA's graph, built for the measured times, need not).
-    gpu_start = g.node_start & (g.node_event >= g.n_host) & (g.chain_pred >= 0)
-    chain_ok = (g.chain_type != NO_EDGE) | gpu_start
+    base = cp._what_if_base
+    if not base:  # what every what-if of this path starts from, made once
+        # A stream runs its activities in order whatever the host does: where the measured
+        # graph replaced the stream's own order by a launch delay (its queue was empty), the
+        # what-if keeps the order too, at no weight (HTA's graph, for measured times, need not).
+        gpu_start = g.node_start & (g.node_event >= g.n_host) & (g.chain_pred >= 0)
+        base["chain_ok"] = (g.chain_type != NO_EDGE) | gpu_start
+        base["chain_w"] = np.where(g.chain_type != NO_EDGE, g.chain_weight_ns, 0)
+        base["gpu"] = np.flatnonzero(g.chain_type == GPU)
+        base["host_edge"] = np.flatnonzero((g.chain_type == HOST) | (g.chain_type == DEPENDENCY))
+    chain_ok = base["chain_ok"]
     edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
-    chain_w = np.where(g.chain_type != NO_EDGE, g.chain_weight_ns, 0)
+    chain_w = base["chain_w"].copy()
     edge_w = g.edge_weight_ns.copy()
     lead = g.lead_ns.copy()
     if change.gpu_rows.shape[0]:
@@ -835,23 +845,24 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         rows = rows[order]
         scale = np.broadcast_to(np.asarray(change.gpu_scale, dtype=np.float64), order.shape)
         scale = scale[order]
-        gpu = np.flatnonzero(g.chain_type == GPU)
+        gpu = base["gpu"]
         at = np.minimum(np.searchsorted(rows, g.node_row[gpu]), rows.shape[0] - 1)
         hit = rows[at] == g.node_row[gpu]
         v = gpu[hit]
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
-    host_edge = np.flatnonzero((g.chain_type == HOST) | (g.chain_type == DEPENDENCY))
+    host_edge = base["host_edge"]
     if host_edge.shape[0] and (change.host_rows.shape[0] or change.all_host):
         spans = change.keep_host_rows if change.all_host else change.host_rows
         key = np.asarray(spans, dtype=np.int64).tobytes()
         if key not in cp._spans:
             cp._spans.clear()  # one set of spans kept: the findings ask for one or two
-            cp._spans[key] = _span_time(trace, g, spans)
-        at_node, at_start = cp._spans[key]
-        inside = at_node[host_edge] - at_node[g.chain_pred[host_edge]]
-        chain_w[host_edge] = _shrunk(change, inside, chain_w[host_edge])
-        inside = at_node[g.lead_nodes] - at_start[g.node_chain[g.lead_nodes]]
-        lead = _shrunk(change, inside, lead)
+            at_node, at_start = _span_time(trace, g, spans)
+            edges_in = at_node[host_edge] - at_node[g.chain_pred[host_edge]]
+            leads_in = at_node[g.lead_nodes] - at_start[g.node_chain[g.lead_nodes]]
+            cp._spans[key] = (edges_in, leads_in)
+        edges_in, leads_in = cp._spans[key]
+        chain_w[host_edge] = _shrunk(change, edges_in, chain_w[host_edge])
+        lead = _shrunk(change, leads_in, lead)
     if change.unblock_rows.shape[0]:
         call_end = np.zeros(len(g), dtype=np.bool_)
         ends = ~g.node_start & np.isin(g.node_row, change.unblock_rows)
