@@ -6,9 +6,12 @@ has a start and an end node per host op or runtime call and per GPU activity, an
 
 - host: along each thread in depth-first order (an op's start to its first child's start, a
   child's end to the next child's start or its parent's end), weighted by the time between;
-  consecutive top-level events of a thread join by a zero-weight `dependency` edge, and the
-  edge into the end of a blocking call (one that waited for the GPU) weighs nothing: the
-  wait is the GPU's work, reached through a `sync` edge;
+  consecutive top-level events of a thread join by a `dependency` edge that weighs the time
+  annotations or Python frames cover of the gap (the training loop's own code; HTA weighs
+  it 0, `between_ops=False`), the host's covered time before its first event in the window
+  leads into that event (`DependencyGraph.lead_ns`), and the edge into the end of a blocking
+  call (one that waited for the GPU, any synchronize call) weighs nothing: the wait is the
+  GPU's work, reached through a `sync` edge;
 - gpu: an activity's start to its end (its duration); `kernel_gap`: the previous activity's
   end on the stream to its start (the gap), or, where the stream's queue was empty when the
   launch call began, `launch_delay`: the launch call's start to the activity's start (the
@@ -22,10 +25,12 @@ has a start and an end node per host op or runtime call and per GPU activity, an
   waiting thread queues on the waiting stream (zero weight).
 
 The path is the longest through this DAG (any start, any end). Its length splits exactly into
-`BREAKDOWN_KEYS` by the types of its edges. The longest path is a dynamic program along the
-chains (threads and streams): within a block of nodes, a segmented running maximum per chain,
-repeated until the cross edges settle (as many rounds as the path hops between chains in the
-block, plus one), so numpy does the work and no Python runs per event.
+`BREAKDOWN_KEYS` by the types of its edges. The longest path is one pass over the nodes in
+order in C (`_paths.c`); without the extension, a dynamic program along the chains (threads
+and streams): within a block of nodes, a segmented running maximum per chain, repeated until
+the cross edges settle (as many rounds as the path hops between chains in the block, plus
+one), so numpy does the work and no Python runs per event. `what_if` recomputes the length
+after a finding's fix given as shrunk edges (`GraphChange`).
 """
 
 from __future__ import annotations
