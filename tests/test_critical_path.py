@@ -207,7 +207,21 @@ def test_sync_without_cuda_sync_rows_comes_from_the_blocking_calls(tmp_path: Pat
     # mul 10 -> step end 520: 515 us; the host alternative loses the 508 us wait.
     assert cp.length_ns == 515 * US
     assert us(cp.breakdown_ns) == {"launch_delay": 5.0, "gpu_compute": 500.0, "host": 10.0}
-    assert any("no cuda_sync events" in w for w in cp.warnings)
+    # Syncs need no cuda_sync rows (the timing finds them): nothing to warn about.
+    assert not any("cuda_sync" in w for w in cp.warnings)
+
+
+def test_event_wait_without_cuda_sync_rows_is_named(tmp_path: Path) -> None:
+    # A cudaStreamWaitEvent without the cuda_sync rows that say what it waited for: no event
+    # wait can join the streams, and a warning says so; the path is the rest of the graph's.
+    b = new_trace()
+    b.launch(GEMM, cpu=(0, 1), gpu=(10, 210))
+    b.runtime("cudaEventRecord", 3, 4)
+    b.runtime("cudaStreamWaitEvent", 5, 6)
+    b.launch(GEMM, cpu=(7, 8), gpu=(210, 260), stream=20)
+    _, cp = path_of(b.write(tmp_path / "t.json"))
+    assert any("1 stream-wait-event calls but no cuda_sync events" in w for w in cp.warnings)
+    assert "event_wait" not in edge_types(cp)
 
 
 def test_cross_stream_event_wait(tmp_path: Path) -> None:

@@ -322,10 +322,14 @@ def critical_path(
     )
     warnings = list(g.warnings)
     if not (trace.kind == EventKind.SYNC).any():
-        warnings.append(
-            "no cuda_sync events in the trace: synchronization edges come from the blocking "
-            "calls alone, and no event waits join streams"
-        )
+        # Syncs come from the blocking-call timing as well; only event waits need the rows.
+        calls = trace.mask(EventKind.RUNTIME, EventKind.DRIVER)
+        waiting = trace.name_mask(lambda n: "StreamWaitEvent" in n)[trace.name_id] & calls
+        if waiting.any():
+            warnings.append(
+                f"{int(waiting.sum())} stream-wait-event calls but no cuda_sync events in the "
+                "trace: no event waits join streams"
+            )
     classes = analysis.timeline.classes if analysis.timeline is not None else None
     if classes is None:
         warnings.append("no kernel classes: every kernel counts as compute")
