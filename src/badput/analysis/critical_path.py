@@ -138,6 +138,8 @@ class PathEdges:
         edge_type: index into `EDGE_TYPES`.
         weight_ns: the edge's weight.
         part: index into `BREAKDOWN_KEYS` of the part of the length the edge's weight is in.
+        src_ns: the time of the edge's source node (the graph's, where GPU ends are clipped
+            to the next activity on their stream).
     """
 
     src_row: I64
@@ -147,6 +149,7 @@ class PathEdges:
     edge_type: I8
     weight_ns: I64
     part: I8 = field(default_factory=lambda: np.zeros(0, np.int8))
+    src_ns: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         """Number of edges."""
@@ -243,10 +246,17 @@ def dependency_graph(
             w0, w1 = min(w0, int(spans[0].min())), min(w1, int(spans[1].max()))
     else:
         w0, w1 = window
-    if blocking is None and analysis.timeline is not None and analysis.window_ns > 0:
-        blocking = blocking_calls(trace, analysis)
+    if blocking is None:
+        blocking = _blocking_of(trace, analysis)
     rows = blocking.rows.astype(np.int64) if blocking is not None else np.zeros(0, np.int64)
     return build_graph(trace, tree, analysis.device, w0, w1, rows, waits, between_ops)
+
+
+def _blocking_of(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls | None:
+    """The analysis's blocking calls; None without a timeline or a window to find them in."""
+    if analysis.timeline is None or analysis.window_ns <= 0:
+        return None
+    return blocking_calls(trace, analysis)
 
 
 def _cpu_spans(trace: Trace, analysis: DeviceAnalysis) -> tuple[I64, I64] | None:
@@ -306,11 +316,7 @@ def critical_path(
         tree = analysis.timeline.tree
     if tree is None:
         tree = launch_tree(trace)
-    blocking = (
-        blocking_calls(trace, analysis)
-        if analysis.timeline is not None and analysis.window_ns > 0
-        else None
-    )
+    blocking = _blocking_of(trace, analysis)
     g = dependency_graph(
         trace,
         analysis,
@@ -371,7 +377,7 @@ def _rows_of(n_rows: int, rows: Ints) -> I64:
 
 def _no_edges() -> PathEdges:
     i64, b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
-    return PathEdges(i64, i64, b, b, np.zeros(0, np.int8), i64, np.zeros(0, np.int8))
+    return PathEdges(i64, i64, b, b, np.zeros(0, np.int8), i64, np.zeros(0, np.int8), i64)
 
 
 def _edge_parts(trace: Trace, g: DependencyGraph, classes: KernelClasses | None) -> I64:
@@ -692,6 +698,7 @@ def _path_edges(
         edge_type=etype,
         weight_ns=weight,
         part=parts.astype(np.int8),
+        src_ns=g.node_ns[src],
     )
     return edges, parts, op_row, module
 

@@ -138,23 +138,6 @@ I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
 
-def _node_times(trace: Trace, cp: CriticalPath, rows: I64, starts: Bools) -> I64:
-    """Times of path nodes (an event's start or end).
-
-    The graph's node times (GPU ends clipped where activities overlap on a stream), else the
-    trace's.
-    """
-    t = np.where(starts, trace.ts_ns[rows], trace.ts_ns[rows] + trace.dur_ns[rows])
-    g = cp.graph
-    if g is None or len(g) == 0 or rows.shape[0] == 0:
-        return t
-    key = g.node_row * 2 + g.node_start
-    order = np.argsort(key, kind="stable")
-    want = rows * 2 + starts
-    at = order[np.minimum(np.searchsorted(key[order], want), len(g) - 1)]
-    return np.where(key[at] == want, g.node_ns[at], t)
-
-
 def _path_slices(
     trace: Trace, d: DeviceAnalysis, cp: CriticalPath, pid: int
 ) -> list[dict[str, Any]]:
@@ -170,7 +153,7 @@ def _path_slices(
         heaviest = np.argsort(-e.weight_ns[keep], kind="stable")[:MAX_PATH_SLICES]
         keep = np.sort(keep[heaviest])
     dst, etype, weight = e.dst_row[keep], e.edge_type[keep], e.weight_ns[keep]
-    start = _node_times(trace, cp, e.src_row[keep], e.src_start[keep])
+    start = e.src_ns[keep]
     # The host time before a thread's first node is an edge from that node to itself: it
     # ends at the node.
     lead = (e.src_row[keep] == dst) & (e.src_start[keep] == e.dst_start[keep])
