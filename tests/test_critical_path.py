@@ -465,6 +465,32 @@ def test_hta_critical_events(simple_add: tuple[Trace, Any], shared_traces: Path)
     assert [n for n, _, _ in missing] == ["cudaDeviceSynchronize"]
 
 
+def read_with_raw_waits(path: Path) -> tuple[Trace, list[dict[str, Any]]]:
+    """The trace, and the raw args of its cuda_sync rows (in row order), read from the JSON.
+
+    Asserts that the reader kept the same records and streams (`Trace.sync_waits`), which the
+    graph then uses.
+    """
+    trace = load_trace(str(path))
+    with gzip.open(path) as f:
+        raw = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "cuda_sync"]
+    sync = np.flatnonzero(trace.kind == EventKind.SYNC)
+    args = {int(e["args"]["correlation"]): e["args"] for e in raw}
+    corr = [args[int(c)] for c in trace.correlation[sync]]
+    waits = EventWaits(
+        sync.astype(np.int64),
+        np.array([a.get("wait_on_cuda_event_record_corr_id", -1) for a in corr]),
+        np.array([a.get("wait_on_stream", -1) for a in corr]),
+    )
+    mine = trace.sync_waits
+    assert mine is not None
+    has = (waits.record_correlation >= 0) | (waits.record_stream >= 0)
+    assert mine.row.tolist() == waits.row[has].tolist()
+    assert mine.record_correlation.tolist() == waits.record_correlation[has].tolist()
+    assert mine.record_stream.tolist() == waits.record_stream[has].tolist()
+    return trace, corr
+
+
 @pytest.mark.parametrize(
     ("name", "pairs"),
     [
@@ -480,27 +506,10 @@ def test_hta_event_waits_match_their_records(shared_traces: Path, name: str, pai
     # queued on that stream before that record, and enter the next activity the waiting
     # thread queues on the waiting stream after the wait.
     path = shared_traces / "hta-critical-path" / name
-    trace = load_trace(str(path))
-    with gzip.open(path) as f:
-        raw = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "cuda_sync"]
-    sync = np.flatnonzero(trace.kind == EventKind.SYNC)
-    args = {int(e["args"]["correlation"]): e["args"] for e in raw}
-    corr = [args[int(c)] for c in trace.correlation[sync]]
-    waits = EventWaits(
-        sync.astype(np.int64),
-        np.array([a.get("wait_on_cuda_event_record_corr_id", -1) for a in corr]),
-        np.array([a.get("wait_on_stream", -1) for a in corr]),
-    )
+    trace, corr = read_with_raw_waits(path)
     analysis = analyze_trace(trace)[0]
     host = trace.kind != EventKind.FLOW
     whole = (int(trace.ts_ns[host].min()), int(trace.end_ns[host].max()))
-    # The reader keeps the same args (`Trace.sync_waits`), and the graph uses them.
-    mine = trace.sync_waits
-    assert mine is not None
-    has = (waits.record_correlation >= 0) | (waits.record_stream >= 0)
-    assert mine.row.tolist() == waits.row[has].tolist()
-    assert mine.record_correlation.tolist() == waits.record_correlation[has].tolist()
-    assert mine.record_stream.tolist() == waits.record_stream[has].tolist()
     cp = critical_path(trace, analysis, window=whole)
     assert reference_longest(cp) == cp.length_ns
     g = cp.graph
@@ -535,27 +544,10 @@ def test_hta_event_sync(shared_traces: Path) -> None:
     # HTA's test_critical_path_analysis_event_sync: the spin kernel's end -> the end of
     # cudaEventSynchronize and of cudaDeviceSynchronize, both zero-weight sync edges.
     path = shared_traces / "hta-critical-path" / "cuda_event_sync_event_sync_trace.json.gz"
-    trace = load_trace(str(path))
-    with gzip.open(path) as f:
-        raw = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "cuda_sync"]
-    sync = np.flatnonzero(trace.kind == EventKind.SYNC)
-    args = {int(e["args"]["correlation"]): e["args"] for e in raw}
-    corr = [args[int(c)] for c in trace.correlation[sync]]
-    waits = EventWaits(
-        sync.astype(np.int64),
-        np.array([a.get("wait_on_cuda_event_record_corr_id", -1) for a in corr]),
-        np.array([a.get("wait_on_stream", -1) for a in corr]),
-    )
+    trace, _ = read_with_raw_waits(path)
     analysis = analyze_trace(trace)[0]
     host = trace.kind != EventKind.FLOW
     whole = (int(trace.ts_ns[host].min()), int(trace.end_ns[host].max()))
-    # The reader keeps the same args (`Trace.sync_waits`), and the graph uses them.
-    mine = trace.sync_waits
-    assert mine is not None
-    has = (waits.record_correlation >= 0) | (waits.record_stream >= 0)
-    assert mine.row.tolist() == waits.row[has].tolist()
-    assert mine.record_correlation.tolist() == waits.record_correlation[has].tolist()
-    assert mine.record_stream.tolist() == waits.record_stream[has].tolist()
     cp = critical_path(trace, analysis, window=whole)
     g = cp.graph
     is_sync = g.edge_type == EDGE_TYPES.index("sync")
