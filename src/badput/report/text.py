@@ -6,8 +6,7 @@ import dataclasses
 import os
 import re
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 from rich.cells import cell_len
@@ -21,6 +20,8 @@ from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
 from badput.diagnose import Diagnosis, Finding, Job, JobResult, Rule, diagnose_job, outcome_of
 from badput.report.names import distinct_names
+from badput.report.table import Col as _Col
+from badput.report.table import fitted_table as _fitted
 from badput.report.units import (
     NOT_AVAILABLE,
     elide_middle,
@@ -141,76 +142,6 @@ _SHAPES_CAP = 60
 # Module rows: deepest level listed.
 _MODULE_DEPTH = 4
 _WATERFALL_BAR = 20
-
-
-@dataclass(frozen=True)
-class _Col:
-    """A column of a table fitted to the terminal (see `_fitted`)."""
-
-    header: str
-    right: bool = False
-    elastic: bool = False  # a name: gives way (is shortened) before any number is cut
-    floor: int = 8  # narrowest an elastic column gets before the table overflows
-    cap: int | None = None  # widest an elastic column grows
-    shrink: Callable[[list[str], int], list[str]] | None = None  # default: middle-elide
-    style: str | None = None
-
-
-def _fit_widths(natural: list[int], cols: Sequence[_Col], width: int) -> list[int]:
-    """Column widths within `width`: numbers keep theirs, names shrink, widest first."""
-    widths = [
-        min(n, max(c.cap, cell_len(c.header))) if c.elastic and c.cap is not None else n
-        for n, c in zip(natural, cols, strict=True)
-    ]
-    budget = width - 2 * (len(cols) - 1)  # two blanks between columns
-    elastic = [i for i, c in enumerate(cols) if c.elastic]
-    floors = {i: min(widths[i], cols[i].floor) for i in elastic}
-    excess = sum(widths) - budget
-    while excess > 0:
-        room = [i for i in elastic if widths[i] > floors[i]]
-        if not room:
-            break
-        widest = max(room, key=lambda i: (widths[i], -i))
-        widths[widest] -= 1
-        excess -= 1
-    return widths
-
-
-def _lines_len(cell: str) -> int:
-    """Width of a cell: of its longest line."""
-    return max(cell_len(line) for line in cell.split("\n"))
-
-
-def _fitted(cols: Sequence[_Col], rows: Sequence[Sequence[str]], width: int) -> Table:
-    """A table that fits `width` columns: name columns give way first, numbers never.
-
-    Elastic (name) columns are shortened by their `shrink` (middle elision by default) to
-    the width left after the numbers; the widest name shrinks first. Only when every name
-    is at its floor does the table overflow.
-    """
-    natural = [
-        max([cell_len(c.header), *(_lines_len(r[i]) for r in rows)]) for i, c in enumerate(cols)
-    ]
-    widths = _fit_widths(natural, cols, width)
-    columns = [[r[i] for r in rows] for i in range(len(cols))]
-    for i, c in enumerate(cols):
-        if c.elastic and widths[i] < natural[i]:
-            shrink = c.shrink or (lambda cells, w: [elide_middle(x, w) for x in cells])
-            columns[i] = shrink(columns[i], widths[i])
-    table = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
-    for i, c in enumerate(cols):
-        table.add_column(
-            c.header,
-            justify="right" if c.right else "left",
-            no_wrap=True,
-            overflow="ellipsis" if c.elastic else "fold",
-            width=widths[i] if c.elastic else None,
-            min_width=None if c.elastic else natural[i],
-            style=c.style,
-        )
-    for r in range(len(rows)):  # Text: a trace's `[...]` is shown, never read as markup
-        table.add_row(*(Text(columns[i][r]) for i in range(len(cols))))
-    return table
 
 
 def _short(name: str, width: int = 60) -> str:
