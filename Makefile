@@ -7,16 +7,23 @@ DEMO_TRACE := src/badput/_data/resnet50_v100_workers0.pt.trace.json.gz
 
 .PHONY: install demo test lint format golden bench gpu-check clean
 
+PIP_LOG := $(VENV)/pip.log
+# pip's output (dozens of lines, warnings included) goes to $(PIP_LOG) and is shown only when
+# pip fails, so that `make demo` prints one line about installing and then the report.
+PIP = $(BIN)/python -m pip --disable-pip-version-check
+PIP_FAILED = { cat $(PIP_LOG) >&2; echo "badput: pip failed; its log: $(PIP_LOG)" >&2; exit 1; }
+
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,all]'
-	touch $(STAMP)
+	@echo "badput: installing into $(VENV) (pip's log: $(PIP_LOG))"
+	@$(PY) -m venv $(VENV)
+	@$(PIP) install --upgrade pip > $(PIP_LOG) 2>&1 || $(PIP_FAILED)
+	@$(PIP) install -e '.[dev,all]' >> $(PIP_LOG) 2>&1 || $(PIP_FAILED)
+	@touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/badput analyze $(DEMO_TRACE)
+	@$(BIN)/badput analyze $(DEMO_TRACE)
 
 lint: $(STAMP)
 	$(BIN)/ruff check --no-cache src tests benchmarks examples
@@ -54,7 +61,8 @@ bench: $(STAMP)
 # whose summary (CPU cost included) goes to stderr; NVML comes from the nvml extra.
 gpu-check: $(STAMP)
 	$(BIN)/pytest -m gpu -rs; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
-	$(BIN)/python -c 'import pynvml' 2>/dev/null || $(BIN)/python -m pip install -q 'nvidia-ml-py>=12'
+	$(BIN)/python -c 'import pynvml' 2>/dev/null || \
+		$(PIP) install 'nvidia-ml-py>=12' >> $(PIP_LOG) 2>&1 || $(PIP_FAILED)
 	$(BIN)/badput doctor --format json
 	mkdir -p build/gpu-check
 	$(BIN)/badput telemetry record --hz 10 --out build/gpu-check/telemetry.jsonl -- sleep 10

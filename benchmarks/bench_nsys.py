@@ -9,7 +9,7 @@ side is `load_trace(path)`: the same tables read into the columnar Trace, string
 names built, ids decoded, rows sorted, checks run. badput selects only the columns it maps,
 which is how it can finish in less time than fetching every column.
 
-The export is the real T4 power-iteration export of `../shared/traces/nsys/nsightful-t4`
+The export is the real T4 power-iteration export of `tests/data/traces/nsys/nsightful-t4`
 (schema 3.20), replicated `--copies` times in time (start, end and correlation ids shifted
 past the previous copy) so the tables hold a few million rows.
 

@@ -1,7 +1,7 @@
 """Benchmark `badput analyze` over many ranks: local executor with 1 and 2 jobs, and Ray.
 
 Inputs, built in benchmarks/work/ (git-ignored): the 8 PARAM DLRM ranks of
-../shared/traces/param-dlrm-8rank as they are, and a 64-rank set replicated from them: copy c
+tests/data/traces/param-dlrm-8rank as they are, and a 64-rank set replicated from them: copy c
 of rank r becomes rank 8c + r of world size 64, every timestamp shifted by c x 1,234 us (a
 clock offset the cross-rank view has to find).
 

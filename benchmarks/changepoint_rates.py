@@ -3,7 +3,7 @@
 Synthetic histories of 60 run-level values (lower is better), one per seed:
 - noise: multiplicative Gaussian, value = level * exp(N(0, cv)), at several CVs;
 - outliers: one-sided "noisy neighbour" slowdowns, each point slowed by U(lo, hi) with a
-  small probability (the shared-runner pattern of shared/design/regression-gate.md, 3.1);
+  small probability (the shared-runner pattern of docs/regression-gate.md, 3.1);
 - step series: a 5 % step up starting at a random index in [5, 55], so at least 5 points lie
   on each side; flat series: no step; temporary regression: 5 % up at a random index in
   [10, 40] for 10 points, then back.

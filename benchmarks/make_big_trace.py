@@ -1,7 +1,7 @@
 """Build a big Kineto trace by replicating the steps of a real one.
 
 The benchmark for ``badput analyze`` needs a trace of more than 1 GB of uncompressed JSON, and
-none that big is stored (shared/ keeps only small real traces). So this script takes the real
+none that big is stored (tests/data/traces keeps small ones). So this script takes the real
 V100 ResNet50 trace (ProfilerStep#5..#10, old 2021 schema) and writes its events N times, each
 copy shifted in time by the span of the original plus a small gap, with every identifier that
 links events shifted so that it stays unique across copies and consistent within one:

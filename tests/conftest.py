@@ -10,19 +10,28 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-# The real traces shipped beside the checkout (../shared/traces), read-only.
-SHARED_TRACES = Path(
-    os.environ.get("BADPUT_SHARED_TRACES", Path(__file__).resolve().parents[2] / "shared/traces")
-)
+#: The reference traces, part of the repository (tests/data/traces: every file with its
+#: LICENSE, listed in its MANIFEST.md); `BADPUT_SHARED_TRACES` points elsewhere.
+DATA_TRACES = Path(__file__).resolve().parent / "data" / "traces"
+SHARED_TRACES = Path(os.environ.get("BADPUT_SHARED_TRACES", DATA_TRACES))
+
+
+def reference(path: Path) -> Path:
+    """`path`, a reference trace file or folder; a test that needs one fails without it.
+
+    The reference traces are part of the repository: a missing one is a broken checkout (or a
+    wrong `BADPUT_SHARED_TRACES`), never a reason to skip the check quietly.
+    """
+    if not path.exists():
+        pytest.fail(
+            f"reference trace not found: {path} (tests/data/traces, or BADPUT_SHARED_TRACES)"
+        )
+    return path
 
 
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"real traces not found at {SHARED_TRACES}")
-        pytest.skip(f"real traces not found at {SHARED_TRACES}")
-    return SHARED_TRACES
+    return reference(SHARED_TRACES)
 
 
 # A PostgreSQL server for the results-store tests: `.ci/postgres.sh` starts one on loopback and

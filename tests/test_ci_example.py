@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 
 from badput.bench.ab import Side, _run_once
-from badput.cli.app import app, main
+from badput.cli.app import command as cli_command
+from badput.cli.app import main
 
 yaml = pytest.importorskip("yaml")
 
@@ -65,7 +65,7 @@ def _parse(argv: list[str]) -> Any:
     Returns the leaf command's context (its `params`); raises the CLI's usage error on an
     unknown option or a bad value.
     """
-    command: Any = typer.main.get_command(app)
+    command: Any = cli_command()
     rest = list(argv)
     while hasattr(command, "commands"):  # a group: descend by the subcommand's name
         name, rest = rest[0], rest[1:]

@@ -11,21 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, reference
 from synth import TraceBuilder, analyze_json, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 #: A real Kineto trace shipped with badput (ResNet50 on a V100, 2021 schema).
 DEMO_TRACE = REPO / "src" / "badput" / "_data" / "resnet50_v100_workers0.pt.trace.json.gz"
-#: A smaller real trace, used when present (the shared fixtures of this workplace).
+#: A smaller real trace (tests/data/traces).
 SHARED_TRACE = SHARED_TRACES / "param-dlrm-8rank/worker0_step_12.1694128201545.pt.trace.json.gz"
 
 
 def real_trace_gz() -> Path:
-    for path in (SHARED_TRACE, DEMO_TRACE):
-        if path.is_file():
-            return path
-    pytest.skip("no real trace available")
+    return reference(SHARED_TRACE)
 
 
 def small_trace() -> TraceBuilder:

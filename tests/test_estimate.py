@@ -393,3 +393,66 @@ def test_meter_summary_goodput_feeds_mfu(
         "0.5",
     )
     assert "no goodput yet" in err
+
+
+# ---- issue 20: an honest fit verdict ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "verdict", "margin_gb"),
+    [
+        # 16 bytes/param; H100 80 GB - 1.3 GB CUDA context reserve - total = margin.
+        ("4.96B", "does not fit", 80 - 1.3 - 79.36),  # 0.64 GB below capacity: used to "fit"
+        ("4.5B", "tight", 80 - 1.3 - 72.0),  # 6.7 GB left, under 10 % of 80 GB
+        ("4B", "fits", 80 - 1.3 - 64.0),  # 14.7 GB left
+    ],
+)
+def test_fit_verdict_reserves_the_cuda_context(
+    capsys: pytest.CaptureFixture[str], params: str, verdict: str, margin_gb: float
+) -> None:
+    doc = run_json(capsys, "memory", "--params", params, "--gpu", "H100")
+    assert doc["verdict"] == verdict and doc["reserved_bytes"] == 1.3e9
+    assert doc["margin_bytes"] == pytest.approx(margin_gb * 1e9, rel=1e-9)
+    assert doc["fits"] is (margin_gb >= 0) and doc["activations_counted"] is False
+    assert main(["estimate", "memory", "--params", params, "--gpu", "H100"]) == 0
+    text = capsys.readouterr().out
+    assert f"{verdict}" in text and "activations not counted" in text
+    assert "1.3 GB reserved for the CUDA context" in text
+
+
+@pytest.mark.parametrize(
+    ("recompute", "activations"),
+    [
+        # Korthikanti et al. 2022: s=4096, b=1, h=4096, a=32, L=32, t=1; sbh = 16,777,216.
+        ("full", 32 * 2 * 16_777_216),  # 1.07 GB: each layer's input only
+        ("none", 32 * 16_777_216 * (34 + 5 * 32 * 4096 / 4096)),  # 104.15 GB
+    ],
+)
+def test_fit_counts_activations_when_given(
+    capsys: pytest.CaptureFixture[str], recompute: str, activations: float
+) -> None:
+    shape = ["--layers", "32", "--d-model", "4096", "--seq-len", "4096", "--micro-batch", "1"]
+    doc = run_json(
+        capsys,
+        *("memory", "--params", "7B", "--gpus", "8", "--zero", "1", "--gpu", "H100"),
+        *(*shape, "--heads", "32", "--recompute", recompute),
+    )
+    assert doc["activations_bytes"] == pytest.approx(activations, rel=1e-12)
+    static = 7e9 * 2 + 7e9 * 2 + 7e9 * 12 / 8  # weights + gradients + ZeRO-1 optimizer: 38.5e9
+    assert doc["total_bytes"] == pytest.approx(static + activations, rel=1e-12)
+    assert doc["margin_bytes"] == pytest.approx(80e9 - 1.3e9 - static - activations, rel=1e-9)
+    assert doc["verdict"] == ("fits" if recompute == "full" else "does not fit")
+    assert doc["activations_counted"] is True
+
+
+def test_infer_fit_reserves_the_cuda_context(capsys: pytest.CaptureFixture[str]) -> None:
+    # Llama-3-8B-like: 8e9 x 2 B of weights + KV 2 x 32 x 8 x 128 x 2 B x 2,048 tokens =
+    # 268,435,456 B; on one H100: 80e9 - 1.3e9 - 16e9 - 0.268e9 = 62.43e9 B left.
+    shape = ["--layers", "32", "--kv-heads", "8", "--head-dim", "128"]
+    doc = run_json(capsys, "infer", "--params", "8B", "--gpu", "H100", *shape)
+    assert doc["margin_bytes"] == pytest.approx(80e9 - 1.3e9 - 16e9 - 268_435_456, rel=1e-12)
+    assert doc["verdict"] == "fits" and doc["fits"] is True
+    # 38B: 76 GB of weights + KV leave 2.43 GB on 80 GB: under 10 %, tight.
+    doc = run_json(capsys, "infer", "--params", "38B", "--gpu", "H100", *shape)
+    assert doc["verdict"] == "tight"
+    assert doc["margin_bytes"] == pytest.approx(80e9 - 1.3e9 - 76e9 - 268_435_456, rel=1e-12)

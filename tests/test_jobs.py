@@ -9,7 +9,6 @@ other rank waits exactly `extra_us` per step in it, and its own exposed communic
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 from badput.cli.app import main
 from badput.diagnose.jobs import MAX_APART_NS
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, reference
 from synth_ranks import write_rank_set
 
 DAY_NS = 86_400 * 10**9
@@ -307,11 +306,7 @@ def test_no_straggler_leaves_exposed_communication_alone(tmp_path: Path) -> None
 
 
 def test_dlrm_is_one_job_with_its_straggler_first(tmp_path: Path) -> None:
-    dlrm = SHARED_TRACES / "param-dlrm-8rank"
-    if not dlrm.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"real traces not found at {dlrm}")
-        pytest.skip(f"real traces not found at {dlrm}")
+    dlrm = reference(SHARED_TRACES / "param-dlrm-8rank")
     doc = doc_of(tmp_path, dlrm)
     (job,) = doc["jobs"]
     assert job["ranks"] == list(range(8)) and job["world_size"] == 8 and job["notes"] == []

@@ -198,7 +198,8 @@ def test_text_report(tmp_path: Path) -> None:
     assert "peak allocated 15.00 MiB (entry 2 of 9, t = 121 us, in ProfilerStep#0)" in text
     assert "peak reserved  22.00 MiB; allocated then 14.00 MiB (fragmentation 8.00 MiB)" in text
     assert "model.py:20:forward" in text
-    assert "ProfilerStep#1: 1 allocs (2.00 MiB), 2 frees" in text
+    # The per-step churn is a table: step, allocs, allocated bytes, frees.
+    assert re.search(r"^ProfilerStep#1 +1 +2\.00 MiB +2 *$", text, re.M)
     assert "memory-fragmentation" in text and "activation-memory" in text
 
 
@@ -596,3 +597,37 @@ def test_html_page_in_browser(
     dom = _browse(chromium, page, tmp_path, "--dump-dom")
     for cls in ("memory-allocated", "memory-reserved", "memory-plot"):
         assert len(re.findall(rf'class="[^"]*\b{cls}\b', dom)) == 1
+
+
+# ---- issue 20: the estimate cross-check's ratio; --html alone -----------------------------------
+
+
+def test_measured_peak_as_a_share_of_the_estimate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one line per sentence
+    # 7e9 params x 16 bytes (bf16 weights 2 + gradients 2 + Adam 12) = 112e9 B = 104.31 GiB;
+    # the peak 15 MiB is 15 x 2**20 / 112e9 = 0.0140 % of it (it used to print "746,667 %").
+    path = _write(tmp_path, known_snapshot())
+    assert main(["memory", str(path), "--params", "7B", "--gpus", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "measured allocated peak 15.00 MiB = 0.014 % of the 104.31 GiB estimate" in out
+    # ZeRO-1 over 8 GPUs: optimizer 12 x 7e9 / 8 = 10.5e9 B = 9.78 GiB; total 38.5e9 = 35.86 GiB.
+    assert re.search(r"^optimizer \(12 B/param\) +78\.23 GiB +9\.78 GiB *$", out, re.M)
+    assert re.search(r"^total +104\.31 GiB +35\.86 GiB *$", out, re.M)
+    assert main(["memory", str(path), "--params", "7B", "--gpus", "8", "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    share = doc["estimate"]["measured_peak_share_of_estimate"]
+    assert share == pytest.approx(15 * MiB / 112e9, rel=1e-12)
+    assert doc["estimate"]["static_share_of_peak"] == pytest.approx(112e9 / (15 * MiB), rel=1e-12)
+
+
+def test_html_alone_writes_the_page_and_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, page = _write(tmp_path, known_snapshot()), tmp_path / "m.html"
+    assert main(["memory", str(path), "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [f"wrote {page} ({page.stat().st_size / 1024:,.0f} KiB)"]
+    assert main(["memory", str(path), "--html", str(page), "--format", "text"]) == 0
+    assert "what to change" in capsys.readouterr().out

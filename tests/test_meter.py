@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 from torch.utils.flop_counter import FlopCounterMode
 
 from badput import Meter
@@ -438,6 +438,184 @@ def test_badput_run_matches_the_scripts_own_truth(
     assert b["data_wait"] / meter_loop == pytest.approx(truth_data_share, abs=0.03)
     assert b["checkpoint"] / meter_loop == pytest.approx(truth_ck_share, abs=0.03)
     assert s["lost"] == []
+    # The toy's DataLoader has batch_size=None: no samples/s, and the summary says why.
+    assert s["samples_per_s"] is None
+    assert "batch_size=None" in s["missing"]["samples_per_s"]
+    assert s["precision"] == "fp32"  # the toy's float32 Linear layers, on CPU
+
+
+_BATCHED_SCRIPT = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(100, 16), torch.randn(100, 1))
+for x, y in DataLoader(data, batch_size=8):  # 12 batches of 8, then one of 4
+    loss = (model(x) - y).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_badput_run_counts_samples_from_the_batches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from badput.cli.app import main
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    script, out = tmp_path / "train.py", tmp_path / "summary.json"
+    script.write_text(_BATCHED_SCRIPT)
+    assert main(["run", "--out", str(out), "--", sys.executable, str(script)]) == 0
+    err = capsys.readouterr().err
+    s = json.loads(out.read_text())
+    assert s["steps"] == 13
+    # Every one of the 100 samples, over the same wall time the summary reports.
+    assert s["samples_per_s"] == pytest.approx(100 / s["wall_s"], rel=1e-12)
+    assert "samples_per_s" not in s["missing"]
+    assert f"{s['samples_per_s']:,.1f} samples/s" in err
+
+
+@pytest.mark.parametrize(
+    ("batch", "samples", "why"),
+    [
+        (torch.zeros(8, 3), 8, None),
+        ((torch.zeros(4, 3), torch.zeros(4)), 4, None),
+        ({"input_ids": torch.zeros(2, 7), "mask": torch.zeros(2, 7), "n": 3}, 2, None),
+        ([{"x": torch.zeros(5, 1)}, torch.zeros(5)], 5, None),
+        ((torch.zeros(4, 3), torch.zeros(6)), None, "disagree"),
+        (("a", 3), None, "no tensor"),
+        (torch.tensor(1.0), None, "no tensor"),
+    ],
+)
+def test_batch_samples_from_the_leading_dimension(
+    batch: Any, samples: int | None, why: str | None
+) -> None:
+    from badput.meter.auto import batch_samples
+
+    n, reason = batch_samples(batch)
+    assert n == samples
+    assert (reason is None) == (why is None)
+    if why is not None:
+        assert reason is not None and why in reason
+
+
+# ---- summary and final record agree; precision from evidence --------------------------------
+
+
+def _cpu_loop(meter: Meter, steps: int = 6, batch: int = 4) -> None:
+    model, opt = _tiny_model()
+    loader = DataLoader(TensorDataset(torch.randn(steps * batch, 32)), batch_size=batch)
+    for (x,) in meter.data(loader):
+        with meter.step(samples=len(x)):
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+def test_summary_after_the_loop_agrees_with_the_final_jsonl_record(
+    tmp_path: Path, one_torch_thread: None
+) -> None:
+    # The reported bug: print(meter.summary()) after the loop said goodput 0.51, the final
+    # JSONL record written at exit 0.445, because the final one also counted the time from
+    # the end of the loop to the exit as idle. The wall now ends at the meter's last event.
+    out = tmp_path / "goodput.jsonl"
+    meter = Meter(out=out, report_every=NEVER, gpu_timing=False, distributed=False)
+    _cpu_loop(meter)
+    s = meter.summary()
+    time.sleep(0.2)  # teardown after the loop: plotting, saving, interpreter exit
+    meter.close()
+    (final,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert final.pop("type") == "final"
+    assert final == json.loads(json.dumps(s))
+    assert s["goodput"] is not None and 0 < s["goodput"] < 1
+    assert s["badput_s"]["idle"] < 0.2  # the teardown is not in it
+    assert meter.summary() == s  # and a summary asked for after close says the same
+
+
+def test_idle_between_steps_still_counts_and_the_tail_does_not() -> None:
+    clock = FakeClock()
+    sink = ListSink()
+    meter = Meter(clock=clock, sinks=[sink], warmup_steps=0, report_every=NEVER,
+                  gpu_timing=False, distributed=False)  # fmt: skip
+    for _ in range(3):
+        with meter.step():
+            clock.advance_ms(10)
+        clock.advance_ms(5)  # between steps: idle
+    s = meter.summary()
+    clock.advance_ms(500)  # after the last step: no part of the run
+    meter.close()
+    final = sink.records[-1]
+    assert final["type"] == "final"
+    assert final["wall_s"] == s["wall_s"] == pytest.approx(0.040, abs=1e-12)  # 3 x 10 + 2 x 5
+    assert final["badput_s"]["idle"] == pytest.approx(0.010, abs=1e-12)
+    assert final["goodput"] == s["goodput"] == pytest.approx(0.75, rel=1e-12)
+
+
+def test_precision_of_a_cpu_fp32_loop_is_fp32_from_its_matrix_products(
+    one_torch_thread: None,
+) -> None:
+    meter = Meter(report_every=NEVER, gpu_timing=False, distributed=False)
+    assert meter.summary()["precision"] is None  # nothing decided before the first step
+    _cpu_loop(meter)
+    s = meter.summary()
+    meter.close()
+    assert s["precision"] == "fp32"
+    # Linear forward (2 addmm) and backward (3 mm: no input gradient for the first layer).
+    assert s["precision_source"] == "first step's matrix products: 5 fp32"
+    assert s["mfu"] is None and "no GPU" in s["missing"]["mfu"]
+
+
+def test_precision_under_cpu_bf16_autocast_is_bf16(one_torch_thread: None) -> None:
+    model, opt = _tiny_model()
+    meter = Meter(report_every=NEVER, gpu_timing=False, distributed=False)
+    for _ in range(2):
+        with meter.step(), torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(torch.randn(4, 32)).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+    s = meter.summary()
+    meter.close()
+    assert s["precision"] == "bf16"
+    assert s["precision_source"].startswith("first step's matrix products: ")
+
+
+def test_precision_is_unknown_when_nothing_tells() -> None:
+    clock = FakeClock()
+    meter = Meter(clock=clock, gpu_name=H100, flops_per_step=1e12, report_every=NEVER,
+                  gpu_timing=False, distributed=False)  # fmt: skip
+    for _ in range(3):
+        with meter.step():  # no torch op at all
+            clock.advance_ms(10)
+    s = meter.summary()
+    meter.close()
+    assert s["precision"] is None
+    assert s["precision_source"].startswith("no matrix product in the first step")
+    assert s["mfu"] is None and s["mfu_denominator_tflops"] is None  # never a bf16 default
+    assert "precision is unknown" in s["missing"]["mfu"]
+
+
+def test_a_given_precision_wins_over_the_evidence(one_torch_thread: None) -> None:
+    meter = Meter(precision="bf16", report_every=NEVER, gpu_timing=False, distributed=False)
+    _cpu_loop(meter)
+    s = meter.summary()
+    meter.close()
+    assert (s["precision"], s["precision_source"]) == ("bf16", "given (Meter(precision=...))")
+
+
+def test_missing_figures_say_why() -> None:
+    clock = FakeClock()
+    meter = Meter(clock=clock, report_every=NEVER, gpu_timing=False, distributed=False)
+    with meter.step():
+        clock.advance_ms(10)
+    s = meter.summary()
+    meter.close()
+    assert s["samples_per_s"] is None and "samples=N" in s["missing"]["samples_per_s"]
+    assert s["tokens_per_s"] is None and "tokens=N" in s["missing"]["tokens_per_s"]
+    assert set(s["missing"]) == {"samples_per_s", "tokens_per_s", "mfu"}
 
 
 # ---- 3. lazy device timing against a fake event API -----------------------------------------
@@ -552,6 +730,7 @@ def test_mfu_h100_dense_bf16_exact(no_cuda_sync: None) -> None:
         events=FakeEvents(),
         gpu_name=H100,
         flops_per_step=flops,
+        precision="bf16",
         clock=clock,
         report_every=NEVER,
         distributed=False,
@@ -563,6 +742,7 @@ def test_mfu_h100_dense_bf16_exact(no_cuda_sync: None) -> None:
     meter.close()
     assert s["mfu_denominator_tflops"] == 989.5
     assert s["precision"] == "bf16"
+    assert s["precision_source"] == "given (Meter(precision=...))"
     assert s["gpu"] == H100
     assert s["flops_per_step"] == flops
     assert s["mfu"] == pytest.approx(flops / 0.010 / 989.5e12, rel=1e-12)
@@ -571,7 +751,14 @@ def test_mfu_h100_dense_bf16_exact(no_cuda_sync: None) -> None:
 
 def test_mfu_uses_per_step_flops_argument() -> None:
     clock = FakeClock()
-    meter = Meter(gpu_name=H100, clock=clock, warmup_steps=0, report_every=NEVER, distributed=False)
+    meter = Meter(
+        gpu_name=H100,
+        precision="bf16",
+        clock=clock,
+        warmup_steps=0,
+        report_every=NEVER,
+        distributed=False,
+    )
     for f in (1e12, 3e12):
         with meter.step(flops=f):
             clock.advance_ms(10)
@@ -665,7 +852,12 @@ def test_count_flops_mfu_with_fake_clock_and_h100() -> None:
             clock.advance_ms(10)
     s = meter.summary()
     meter.close()
-    assert s["mfu"] == pytest.approx(expected / 0.010 / 989.5e12, rel=1e-12)
+    # No precision given: the first step's products ran in fp32 (a CPU float32 model, read
+    # with the flop counter's mode active too), so the denominator is the H100's fp32 peak.
+    assert s["precision"] == "fp32"
+    assert s["precision_source"].startswith("first step's matrix products: ")
+    assert s["mfu_denominator_tflops"] == 67.0
+    assert s["mfu"] == pytest.approx(expected / 0.010 / 67.0e12, rel=1e-12)
 
 
 def test_count_flops_mfu_without_warmup_counts_the_measured_step() -> None:
@@ -682,6 +874,7 @@ def test_count_flops_mfu_without_warmup_counts_the_measured_step() -> None:
         count_flops=True,
         warmup_steps=0,
         gpu_name=H100,
+        precision="bf16",
         clock=clock,
         report_every=NEVER,
         gpu_timing=False,

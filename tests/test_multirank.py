@@ -1,14 +1,13 @@
 """Many ranks through `badput analyze`: the "ranks" and "collectives" sections, identical
 output for any job count and input order, failed ranks, and a text report that stays short.
 
-Uses the 8-rank PARAM DLRM traces (../shared/traces/param-dlrm-8rank), and a 64-rank set
+Uses the 8-rank PARAM DLRM traces (tests/data/traces/param-dlrm-8rank), and a 64-rank set
 replicated from them in tmp_path with shifted clocks.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from badput.cli.app import main
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, reference
 from synth_ranks import replicate_ranks
 
 DLRM = SHARED_TRACES / "param-dlrm-8rank"
@@ -27,11 +26,7 @@ COLLECTIVE_KEYS = {"type", "rank", "count", "total_us", "exposed_us", "algbw_gbp
 
 @pytest.fixture(scope="module")
 def dlrm() -> Path:
-    if not DLRM.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"real traces not found at {DLRM}")
-        pytest.skip(f"real traces not found at {DLRM}")
-    return DLRM
+    return reference(DLRM)
 
 
 def analyze(tmp_path: Path, name: str, *args: object, code: int = 0) -> bytes:

@@ -211,3 +211,87 @@ def test_dtypes_and_shapes() -> None:
     assert format_shapes([[[16, 559, 32], [16, 559, 32]], []]) == "[16x559x32 ×2]"
     assert format_shapes([[[2, 3], [4]]]) == "[2x3, 4]"
     assert format_shapes(None) == "–" and format_shapes([[], []]) == "–"
+
+
+# Copies and sets as the CUDA profiler names them: what tells them apart is the memory kind.
+COPIES = [
+    "Memcpy HtoD (Pinned -> Device)",
+    "Memcpy HtoD (Pageable -> Device)",
+    "Memcpy DtoD (Device -> Device)",
+    "Memcpy DtoH (Device -> Pageable)",
+    "Memcpy DtoH (Device -> Pinned)",
+    "Memset (Device)",
+]
+
+
+@pytest.mark.parametrize("width", [12, 16, 20, 24, 30, 40, 80])
+def test_copies_keep_their_memory_kind(width: int) -> None:
+    """The old shortening printed `Memcpy DtoD (…> Device)`: Pinned/Pageable gone."""
+    out = distinct_names(COPIES, width)
+    assert len(set(out)) == len(COPIES) and all(len(o) <= width for o in out), out
+    for name, shown in zip(COPIES, out, strict=True):
+        for kind in ("Pinned", "Pageable"):
+            if kind in name and width >= 16:
+                assert kind in shown, (width, shown)
+        direction = name.split()[1]
+        if direction != "(Device)":
+            assert direction in shown, (width, shown)
+
+
+def test_copy_forms() -> None:
+    assert short_name("Memcpy DtoD (Device -> Device)", 20) == "Memcpy DtoD"
+    assert short_name("Memcpy HtoD (Pinned -> Device)", 20) == "Memcpy HtoD Pinned"
+    assert short_name("Memcpy HtoD (Pageable -> Device)", 14) == "HtoD Pageable"
+
+
+# Symbols compiled with g++ 13 from ck_tile- and aiter-like templates (`nm`), and what
+# `c++filt` gives for them.
+CK_TILE = (
+    "_ZN7ck_tile6kentryILi1ENS_13FmhaFwdKernelINS_9TileShapeILi128ELi64EEEEEJNS4_5KargsEEEEvDpT1_"
+)
+CK_TILE_CXX = (
+    "void ck_tile::kentry<1, ck_tile::FmhaFwdKernel<ck_tile::TileShape<128, 64> >, "
+    "ck_tile::FmhaFwdKernel<ck_tile::TileShape<128, 64> >::Kargs>(ck_tile::FmhaFwdKernel<"
+    "ck_tile::TileShape<128, 64> >::Kargs)"
+)
+AITER = "_ZN5aiter24add_rmsnorm_quant_kernelIN3c108BFloat16ELi256ELi8EEEvPT_PKS3_S6_fi"
+AITER_CXX = (
+    "void aiter::add_rmsnorm_quant_kernel<c10::BFloat16, 256, 8>(c10::BFloat16*, "
+    "c10::BFloat16 const*, c10::BFloat16 const*, float, int)"
+)
+
+
+def test_mangled_names_are_demangled_before_shortening() -> None:
+    from badput.report.names import _cxa_demangle, demangle
+
+    if _cxa_demangle() is not None:  # libstdc++ here: the full signature, as c++filt gives
+        assert demangle(CK_TILE) == CK_TILE_CXX
+        assert demangle(AITER) == AITER_CXX
+        assert short_name(AITER, 60) == "aiter::add_rmsnorm_quant_kernel<bf16, 256, 8>"
+    assert "kentry" in short_name(CK_TILE, 40) and not short_name(CK_TILE, 40).startswith("_Z")
+    out = distinct_names([CK_TILE, AITER], 30)
+    assert not any(o.startswith("_Z") for o in out), out
+
+
+def test_demangle_falls_back_to_the_nested_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from badput.report import names
+
+    monkeypatch.setattr(names, "_cxa_demangle", lambda: None)
+    names.demangle.cache_clear()
+    try:
+        assert names.demangle(CK_TILE) == "ck_tile::kentry<…>"
+        assert names.demangle(AITER) == "aiter::add_rmsnorm_quant_kernel<…>"
+        assert names.demangle("_Z10add_kernelPfS_i") == "add_kernel"
+        assert names.demangle("_Zgarbage") == "_Zgarbage"  # not parseable: the raw name
+        assert names.demangle("volta_sgemm_64x64_nt") == "volta_sgemm_64x64_nt"
+        assert short_name(AITER, 60) == "aiter::add_rmsnorm_quant_kernel<…>"
+    finally:
+        names.demangle.cache_clear()
+
+
+@pytest.mark.parametrize("width", [12, 20, 30, 41, 60])
+def test_names_never_cut_a_number(width: int) -> None:
+    from badput.report.units import fits_numbers
+
+    out = distinct_names(REAL + COPIES, width)
+    assert all(fits_numbers(o) for o in out), [o for o in out if not fits_numbers(o)]

@@ -421,3 +421,29 @@ def test_raw_page_without_units_line(tmp_path: Path) -> None:
     assert k.dur_ns == 800.0 and k.dram_bytes == 4000.0
     assert k.dram_bytes_per_s == pytest.approx(4000 / 800e-9, rel=1e-12)
     assert report.warnings == ("raw page without a units line: units taken as ncu's base units",)
+
+
+def test_tensor_op_counters_one_level_per_type(tmp_path: Path) -> None:
+    # FP8: the plain counter (100) and its destination split (60 + 40) count the same work:
+    # 100, not 200. BF16 only split by destination and sparsity: the destination level, 30.
+    # Tensor-pipe MMA kinds with instructions: hmma (0 is not "executed") and gmma.
+    metrics = [
+        ("gpu__time_duration.sum", "usecond"),
+        ("sm__ops_path_tensor_src_fp8.sum", ""),
+        ("sm__ops_path_tensor_src_fp8_dst_fp16.sum", ""),
+        ("sm__ops_path_tensor_src_fp8_dst_fp32.sum", ""),
+        ("sm__ops_path_tensor_src_bf16_dst_fp32.sum", ""),
+        ("sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off.sum", ""),
+        ("sm__ops_path_tensor_src_fp8.sum.per_cycle_elapsed", ""),
+        ("smsp__inst_executed_pipe_tensor_op_hmma.sum", "inst"),
+        ("smsp__inst_executed_pipe_tensor_op_gmma.sum", "inst"),
+    ]
+    values = ["10", "100", "60", "40", "30", "30", "5", "0", "7"]
+    path = tmp_path / "tensor.csv"
+    path.write_text(raw_csv(metrics, [("gemm", values)]), encoding="utf-8")
+    (k,) = read_ncu_csv(str(path)).kernels
+    assert k.tensor_ops == {"fp8": 100.0, "bf16": 30.0}
+    assert k.tensor_kinds == ("gmma",) and k.tensor_pipe_used is True
+    assert k.sources["tensor_ops"] == (
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum + sm__ops_path_tensor_src_fp8.sum"
+    )

@@ -118,8 +118,9 @@ def test_text_report(
     assert "GPU T4 (by compute capability 7.5" in text
     assert "memory-bound" in text and "61.4 %" in text  # 196.456 / 320
     assert "21,058.9" in text and "196.5" in text and "1.3 / 61.8" in text
-    assert "1. HighPipeUtilization (OPT, local)" in text and "saves 20,818.9 us" in text
-    assert "3. MemoryCacheAccessPattern" in text and "4 more" in text
+    # Findings are a table: rank, rule, kernel ID, type, estimated speedup, saving in us.
+    assert re.search(r"^1 +HighPipeUtilization +0 +OPT, local +98\.86 % +20,818\.9 *$", text, re.M)
+    assert re.search(r"^3 +MemoryCacheAccessPattern +0 ", text, re.M) and "4 more" in text
     assert "CPIStall" not in text
 
 
@@ -382,3 +383,134 @@ def test_unwritable_outputs(
     assert code == 2 and err.startswith(f"badput: error: --out {missing / 'r.txt'}: ")
     code, _, err = run_cli(capsys, "roofline", copy_blocked, "--top", "-1")
     assert code == 2 and "--top must be >= 0" in err
+
+
+# ---- issue 20: the roof from the kernel's precision; latency-bound; the HTML's dots and DRAM --
+
+H100 = "NVIDIA H100 80GB HBM3"
+FP8_NAME = "sm90_xmma_gemm_e4m3e4m3_bf16f32_f32_tn_n_tilesize128x128x128_cublas"
+# 1,000 us, 500 MB of DRAM (500 GB/s), 1 M FFMA (2 M CUDA-core FLOP), 20,000 tensor-pipe
+# instructions, SOL SM 23.6 % and memory 21.7 %.
+FP8 = ["1,000", "500", "500", "0", "0", "1,000,000", "0", "0", "20,000", "23.6", "21.7", "21.7"]
+FP8 += ["40"]
+TENSOR_OPS = ("sm__ops_path_tensor_src_fp8.sum", "")
+
+
+def _fp8_csv(
+    tmp_path: Path, metrics: list[tuple[str, str]], rows: list[tuple[str, list[str]]]
+) -> Path:
+    path = tmp_path / "fp8.csv"
+    path.write_text(raw_csv(metrics, rows).replace('"8.0"', '"9.0"'), encoding="utf-8")
+    return path
+
+
+def test_fp8_kernel_gets_the_fp8_roof_from_its_tensor_op_counters(tmp_path: Path) -> None:
+    # 1e11 FP8 tensor ops (= FLOPs, ncu's tensor roofline weight 1) + 2e6 CUDA-core FLOPs.
+    path = _fp8_csv(tmp_path, [*RAW_METRICS, TENSOR_OPS], [(FP8_NAME, [H100, *FP8, "1e11"])])
+    (k,) = analyze_roofline(read_ncu_csv(str(path))).kernels
+    assert (k.precision, k.precision_basis, k.peak_tflops) == ("fp8", "tensor op counters", 1979)
+    assert "sm__ops_path_tensor_src_fp8.sum" in k.precision_note
+    total = 1e11 + 2e6
+    assert k.bound_basis == "roofline"
+    assert k.achieved_tflops == pytest.approx(total / 1e-3 / 1e12, rel=1e-12)  # 100.002
+    assert k.arithmetic_intensity == pytest.approx(total / 5e8, rel=1e-12)  # 200.004 FLOP/B
+    ridge = 1979e12 / 3350e9  # 590.7 FLOP/B: the kernel is on the memory side ...
+    assert k.ridge_flop_per_byte == pytest.approx(ridge, rel=1e-12) and k.roof_side == "memory"
+    assert k.roof_share == pytest.approx(total / 1e-3 / (total / 5e8 * 3350e9), rel=1e-12)
+    # ... but SOL SM 23.6 % and memory 21.7 % are both below ncu's 60 %: latency-bound.
+    assert k.bound == "latency-bound"
+    assert "23.6 %" in k.bound_note and "21.7 %" in k.bound_note and "60 %" in k.bound_note
+
+
+@pytest.mark.parametrize(
+    ("tensor_col", "basis"),
+    [("20,000", "tensor pipe"), (None, "kernel name")],
+)
+def test_fp8_roof_from_the_name_when_that_is_all_there_is(
+    tmp_path: Path, tensor_col: str | None, basis: str
+) -> None:
+    # Tensor-pipe instructions without a type (or no tensor metric at all): the name's `e4m3`
+    # decides; the counted FLOPs leave tensor math out, so SOL places it.
+    metrics, values = list(RAW_METRICS), [H100, *FP8]
+    if tensor_col is None:
+        i = [m[0] for m in metrics].index("sm__inst_executed_pipe_tensor.sum")
+        del metrics[i]
+        del values[i - 1]  # values start at the device name, metrics at it too
+    path = _fp8_csv(tmp_path, metrics, [(FP8_NAME, values)])
+    (k,) = analyze_roofline(read_ncu_csv(str(path))).kernels
+    assert (k.precision, k.precision_basis, k.peak_tflops) == ("fp8", basis, 1979)
+    assert "'e4m3'" in k.precision_note
+    assert (k.bound_basis, k.bound) == ("SOL", "latency-bound")
+
+
+@pytest.mark.parametrize(
+    ("sm", "mem", "bound"),
+    [("59.9", "59.9", "latency-bound"), ("1", "61", "memory-bound"), ("70", "20", "compute-bound")],
+)
+def test_latency_bound_when_both_sol_below_60(
+    tmp_path: Path, sm: str, mem: str, bound: str
+) -> None:
+    values = [H100, *FP8]
+    values[10], values[11] = sm, mem  # SOL SM %, SOL memory %
+    path = _fp8_csv(tmp_path, RAW_METRICS, [("mma", values)])
+    (k,) = analyze_roofline(read_ncu_csv(str(path))).kernels
+    assert k.bound == bound
+
+
+def test_html_dots_and_dram_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # sgemm, saxpy and the FP8 GEMM with tensor ops have FLOPs: three filled dots; copy has
+    # none counted (a hollow dot). A fifth kernel has only dram__bytes.sum (no time): it has no
+    # bandwidth, but its DRAM bytes still get a row in the DRAM section.
+    metrics = [*RAW_METRICS, TENSOR_OPS]
+    rows = [
+        ("sgemm", [H100, *SGEMM, "0"]),
+        ("saxpy", [H100, *SAXPY, "0"]),
+        (FP8_NAME, [H100, *FP8, "1e11"]),
+        ("copy", [H100, *ZERO, "0"]),
+        ("bytes_only", [H100, "", "250", *([""] * 12)]),
+    ]
+    path = _fp8_csv(tmp_path, metrics, rows)
+    page = tmp_path / "roof.html"
+    code, _, err = run_cli(capsys, "roofline", path, "--html", page)
+    assert code == 0, err
+    source = page.read_text(encoding="utf-8")
+    svg = re.search(r'<svg class="plot roofline".*?</svg>', source, re.S)
+    assert svg is not None
+    placed = re.findall(r'class="kernel-dot" data-placed="flops" data-id="(\d+)"', svg.group(0))
+    assert placed == ["0", "1", "2"]
+    hollow = re.findall(r'data-placed="dram-share" data-id="(\d+)"', svg.group(0))
+    assert hollow == ["3"]
+    # Every dot inside the plot area (y from 20 to 420 px), none pinned to an edge.
+    for cy in re.findall(r'class="kernel-dot"[^>]* cy="([\d.]+)"', svg.group(0)):
+        assert 20 < float(cy) < 420
+    dram = re.search(r'<div class="dram">(.*?)</div>', source, re.S)
+    assert dram is not None
+    body = dram.group(1).split("<tbody>")[1]
+    assert body.count("<tr>") == 5 and ">250.000<" in body  # bytes_only: 250 MB
+    assert len(re.findall(r'class="bw-bar"', source)) == 4  # the four with a bandwidth
+    assert "fp8 1,979.0 TFLOP/s" in source
+
+
+def test_html_alone_writes_the_page_and_one_line(
+    copy_blocked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "roof.html"
+    code, out, err = run_cli(capsys, "roofline", copy_blocked, "--html", page)
+    assert code == 0, err
+    assert out.splitlines() == [f"wrote {page} ({page.stat().st_size / 1024:,.0f} KiB)"]
+    code, out, _ = run_cli(capsys, "roofline", copy_blocked, "--html", page, "--format", "text")
+    assert code == 0 and "ncu findings" in out  # asked for: the report too
+
+
+def test_a_type_in_an_elementwise_name_does_not_override_the_flop_counters(
+    tmp_path: Path,
+) -> None:
+    # No tensor metric in the CSV, HFMA counted: `Half` in an elementwise kernel's name says
+    # nothing about its math unit, so the FLOP counters decide (fp16, placed by its FLOPs).
+    metrics = [m for m in RAW_METRICS if m[0] != "sm__inst_executed_pipe_tensor.sum"]
+    values = [A100, *HGEMM[:8], *HGEMM[9:]]
+    name = "at::native::vectorized_elementwise_kernel<4, FillFunctor<c10::Half>>"
+    path = tmp_path / "half.csv"
+    path.write_text(raw_csv(metrics, [(name, values)]), encoding="utf-8")
+    (k,) = analyze_roofline(read_ncu_csv(str(path))).kernels
+    assert (k.precision, k.precision_basis, k.bound_basis) == ("fp16", "FLOP counters", "roofline")

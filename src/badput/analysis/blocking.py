@@ -64,7 +64,7 @@ SYNC_CALLS = frozenset(
 )
 
 #: How long after the GPU finished the work queued before it a host call may return and still
-#: count as having waited for it. Measured on the reference traces (../shared/traces): over
+#: count as having waited for it. Measured on the reference traces (tests/data/traces): over
 #: the 1,590 calls of the synchronizing kinds (cuda/hipStreamSynchronize,
 #: cudaDeviceSynchronize, cudaEventSynchronize, blocking and pageable cudaMemcpy*,
 #: hipMemcpyWithStream) during which the GPU's queued work finished, the return came a median

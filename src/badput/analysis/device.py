@@ -160,7 +160,9 @@ def _analyze_device(
                 )
             )
 
-    kernels, kernel_ns, short_ns = _kernel_table(trace, gpu & (ts >= w0) & (ts < w1), classes)
+    in_window = gpu & (ts >= w0) & (ts < w1)
+    kernels, kernel_ns, short_ns = _kernel_table(trace, in_window, classes)
+    outside_ns = int(np.maximum(end[in_window] - w1, 0).sum())
     comm_total = comm_all.intersect(window)
     window_ns = w1 - w0
     warnings += _degenerate_warnings(
@@ -194,6 +196,7 @@ def _analyze_device(
         kernels=kernels,
         kernel_ns=kernel_ns,
         short_kernel_ns=short_ns,
+        kernels_outside_window_ns=outside_ns,
         dropped_steps=list(steps.dropped),
         warnings=warnings,
         timeline=Timeline(

@@ -44,7 +44,7 @@ __all__ = [
 
 # A kernel counts as slower or faster only when its time per step moved by BOTH at least 5 %
 # (the minimum effect `badput bench ab` uses: below it, run-to-run variation of GPU clocks and
-# launch timing dominates; see ../shared/design/regression-gate.md) AND at least 1 us per step
+# launch timing dominates; see docs/regression-gate.md) AND at least 1 us per step
 # (Kineto writes kernel timestamps in whole microseconds, so smaller moves are below the
 # trace's resolution).
 MIN_REL_CHANGE = 0.05

@@ -178,6 +178,8 @@ class DeviceAnalysis:
         kernels: per name totals, by total time descending.
         kernel_ns: total duration of kernels in the window (summed, not unioned).
         short_kernel_ns: part of `kernel_ns` in kernels shorter than 10 us.
+        kernels_outside_window_ns: time the kernel table's operations (those that start in
+            the window, counted whole) run past the window's end.
         dropped_steps: steps left out as incompletely captured or launching nothing.
         warnings: what a reader of the numbers should know.
         model: the model view of the window (`badput.analysis.ops`): GPU time per op and
@@ -208,6 +210,7 @@ class DeviceAnalysis:
     kernels: list[KernelStat] = field(default_factory=list)
     kernel_ns: int = 0
     short_kernel_ns: int = 0
+    kernels_outside_window_ns: int = 0
     dropped_steps: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     timeline: Timeline | None = field(default=None, repr=False, compare=False)

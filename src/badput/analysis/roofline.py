@@ -13,11 +13,16 @@ table has it, or given by the user (``gpu``, ``peak_tflops``, ``peak_gbps``). No
 to a default GPU: an unknown device is a :class:`~badput.errors.UsageError` unless both peaks
 are given.
 
-Which compute roof applies follows from the kernel's dominant FLOP type (the class with the
-most counted FLOPs: fp64, fp32, fp16), or ``tensor`` when the kernel executed tensor-pipe
-instructions. A kernel without FLOP counters, or with tensor work the counters leave out, is
-placed by ncu's own SOL percentages; a kernel with zero FLOPs is memory-bound, and its share of
-the roof is its share of peak DRAM bandwidth.
+Which compute roof applies follows from the kernel's precision, decided by the first of these
+that can tell (the result records which did): the tensor-path op counters
+(``sm__ops_path_tensor_src_fp8.sum``, ...: their dominant type, and their ops join the FLOP
+count); the tensor-pipe instruction counters (an MMA kind, else the name for the type, else
+``tensor``: the FP16 tensor peak); the kernel's name (``e4m3``, ``bf16``, ...) when the CSV has
+no tensor metric at all; the SASS FP counters' dominant class (fp64, fp32, fp16); else fp32.
+A kernel without FLOP counters, or with tensor work the counters leave out, is placed by ncu's
+own SOL percentages; a kernel with zero FLOPs is memory-bound, and its share of the roof is its
+share of peak DRAM bandwidth. Whatever the roofline says, a kernel whose compute and memory SOL
+are both below 60 % is latency-bound, as ncu's SOLBottleneck rule has it.
 
 Rule results (ncu's guided analysis) that carry an estimated speedup become findings, ranked by
 ``estimated speedup x kernel duration``: the time ncu expects a fix to save.
@@ -25,6 +30,7 @@ Rule results (ncu's guided analysis) that carry an estimated speedup become find
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from badput.errors import UsageError
@@ -33,6 +39,7 @@ from badput.trace.ncu import NcuKernel, NcuReport, NcuRule
 
 __all__ = [
     "CC_GPUS",
+    "LATENCY_SOL_PCT",
     "KernelRoofline",
     "Roof",
     "RooflineAnalysis",
@@ -55,8 +62,47 @@ CC_GPUS: dict[str, tuple[str, ...]] = {
 }
 
 #: Roof precision to the hardware table's precision. The table's fp16 is the tensor-core FP16
-#: rate on every GPU (there is no CUDA-core FP16 entry), so both map to it.
-_TABLE_PRECISION = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp16", "tensor": "fp16"}
+#: rate on every GPU (there is no CUDA-core FP16 entry), so both map to it, as does ``tensor``
+#: (tensor-pipe work of a type the CSV does not tell).
+_TABLE_PRECISION = {
+    "fp64": "fp64",
+    "fp32": "fp32",
+    "fp16": "fp16",
+    "tensor": "fp16",
+    "fp64_tensor": "fp64_tensor",
+    "tf32": "tf32",
+    "bf16": "bf16",
+    "fp8": "fp8",
+    "fp4": "fp4",
+    "int8": "int8",
+}
+
+#: ncu's SOLBottleneck rule (GPU Speed Of Light section): "This workload exhibits low compute
+#: throughput and memory bandwidth utilization relative to the peak performance of this device.
+#: Achieved compute throughput and/or memory bandwidth below 60.0% of peak typically indicate
+#: latency issues." A kernel with both SOL percentages below this is latency-bound.
+LATENCY_SOL_PCT = 60.0
+
+# Kernel-name tokens of a matrix precision, the last decider (library naming: cuBLAS/cuBLASLt
+# `sm90_xmma_gemm_e4m3e4m3_...`, CUTLASS `cutlass_..._bf16_...`, `hgemm`/`sgemm`/`dgemm`).
+# First match wins, so `bf16` is tried before `f16` and `e4m3` before `f32`.
+_NAME_PRECISION = (
+    ("fp4", re.compile(r"nvfp4|mxfp4|e2m1|fp4")),
+    ("fp8", re.compile(r"e4m3|e5m2|fp8|float8")),
+    ("bf16", re.compile(r"bf16|bfloat16")),
+    ("tf32", re.compile(r"tf32")),
+    ("fp16", re.compile(r"fp16|f16|half|hgemm|h1688|h16816")),
+    ("int8", re.compile(r"int8|imma|i8816|s8s8")),
+)
+# Names of matrix kernels (GEMMs, convolutions, attention): the ones whose type in the name says
+# what their tensor cores ran. An elementwise kernel's `Half` says nothing about its math unit.
+_MATRIX_NAME = re.compile(r"gemm|mma|cutlass|cublas|cudnn|matmul|conv|fmha|flash|attn|attention")
+#: Precisions whose math runs on the tensor cores (the SASS FP counters do not count it).
+_TENSOR_PRECISIONS = frozenset(
+    {"tensor", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"}
+)
+# MMA kinds that fix the type: dmma = FP64, imma/igmma = integer.
+_KIND_PRECISION = {"dmma": "fp64_tensor", "imma": "int8", "igmma": "int8"}
 
 
 @dataclass(frozen=True)
@@ -79,7 +125,7 @@ class Roof:
     peak_tflops_override: float | None = None
 
     def peak_tflops(self, precision: str) -> float | None:
-        """Dense peak TFLOP/s of a roof precision (fp64, fp32, fp16, tensor), or ``None``."""
+        """Dense peak TFLOP/s of a roof precision (fp32, fp8, bf16, tensor...), or ``None``."""
         if self.peak_tflops_override is not None:
             return self.peak_tflops_override
         if self.spec is None:
@@ -94,14 +140,19 @@ class KernelRoofline:
     Attributes:
         kernel: The kernel as read from the CSV.
         roof: The peaks it is measured against.
-        precision: Roof precision: ``"fp64"``, ``"fp32"``, ``"fp16"`` or ``"tensor"``.
+        precision: Roof precision: ``"fp64"``, ``"fp32"``, ``"fp16"``, a tensor-core type of
+            the hardware table (``"fp8"``, ``"bf16"``, ``"tf32"``, ``"fp64_tensor"``,
+            ``"int8"``, ``"fp4"``) or ``"tensor"`` (tensor-pipe work of an unknown type).
         precision_note: Why that precision, and what it leaves out.
+        precision_basis: Which evidence decided the precision: ``"tensor op counters"``,
+            ``"tensor pipe"``, ``"kernel name"``, ``"FLOP counters"`` or ``"default"``.
         peak_tflops: Compute roof, TFLOP/s; ``None`` when the table has none for the precision.
         ridge_flop_per_byte: ``peak_flops / peak_bw``; ``None`` without a compute roof.
         achieved_tflops: Counted FLOPs per second, TFLOP/s; ``None`` without FLOP counters.
         dram_gbps: Achieved DRAM bandwidth, GB/s.
         arithmetic_intensity: FLOP per DRAM byte.
-        bound: ``"memory-bound"``, ``"compute-bound"`` or ``"unknown"``.
+        bound: ``"memory-bound"``, ``"compute-bound"``, ``"latency-bound"`` (both SOL
+            percentages below :data:`LATENCY_SOL_PCT`, ncu's own rule) or ``"unknown"``.
         bound_basis: ``"roofline"``, ``"no FLOPs"`` (zero counted) or ``"SOL"`` (no FLOP
             counters, or tensor-core work they do not count: ncu's compute and memory SOL
             percentages decide).
@@ -109,6 +160,9 @@ class KernelRoofline:
         roof_share: Achieved share of the roof (of peak DRAM bandwidth for memory-bound kernels
             without FLOPs), 0..1.
         dram_share: Achieved DRAM bandwidth over peak.
+        bound_note: The evidence of ``bound`` in words (SOL percentages, ncu's rule).
+        roof_side: Which side of the ridge the kernel's intensity puts it (``"memory"`` or
+            ``"compute"``), ``None`` without a FLOP count or a ridge.
     """
 
     kernel: NcuKernel
@@ -125,6 +179,9 @@ class KernelRoofline:
     attainable_tflops: float | None
     roof_share: float | None
     dram_share: float | None
+    precision_basis: str = "default"
+    bound_note: str = ""
+    roof_side: str | None = None
 
     @property
     def distance_to_roof(self) -> float | None:
@@ -250,12 +307,58 @@ def resolve_roof(
     )
 
 
-def _precision(kernel: NcuKernel, roof: Roof) -> tuple[str, str]:
-    """The roof precision of a kernel and why; says what the achieved FLOP/s leave out."""
+def _name_precision(name: str) -> tuple[str, str] | None:
+    low = name.lower()
+    for precision, pattern in _NAME_PRECISION:
+        if (m := pattern.search(low)) is not None:
+            return precision, m.group(0)
+    return None
+
+
+def _precision(kernel: NcuKernel, roof: Roof) -> tuple[str, str, str]:
+    """The roof precision of a kernel, why (in words), and which decider chose it.
+
+    Deciders, first confident one wins: the tensor-path op counters (their dominant source
+    type); the tensor-pipe instruction counters (an MMA kind that fixes the type, else the
+    kernel's name for it); the kernel's name, when the CSV has no tensor metric at all and the
+    kernel is a matrix kernel or has no FLOPs counted; the SASS FP counters' dominant class;
+    else fp32.
+    """
+    ops = {p: v for p, v in (kernel.tensor_ops or {}).items() if v > 0}
+    if ops:
+        top = max(ops, key=lambda p: ops[p])
+        total = sum(ops.values())
+        source = kernel.sources.get("tensor_ops", "sm__ops_path_tensor_src_*")
+        return (
+            top,
+            f"tensor-core ops {100 * ops[top] / total:.1f} % {top} ({source})",
+            "tensor op counters",
+        )
+    named = _name_precision(kernel.name)
     if kernel.tensor_pipe_used:
-        return "tensor", (
-            "tensor-pipe instructions executed: the roof is the FP16 tensor-core peak, and the "
-            "achieved FLOP/s count CUDA-core FP only (ncu's SASS counters leave tensor math out)"
+        kinds = kernel.tensor_kinds
+        for kind in kinds:
+            if kind in _KIND_PRECISION:
+                return (
+                    _KIND_PRECISION[kind],
+                    f"tensor-pipe {kind} instructions executed",
+                    "tensor pipe",
+                )
+        pipe = f"tensor-pipe {'/'.join(kinds)} instructions" if kinds else "tensor-pipe work"
+        if named is not None and named[0] in _TENSOR_PRECISIONS:
+            return named[0], f"{pipe}; type {named[0]} from the name ('{named[1]}')", "tensor pipe"
+        return (
+            "tensor",
+            (f"{pipe} of a type the CSV does not tell: drawn against the FP16 tensor-core peak"),
+            "tensor pipe",
+        )
+    counted = sum((kernel.flops or {}).values()) > 0
+    matrix = _MATRIX_NAME.search(kernel.name.lower()) is not None
+    if named is not None and kernel.tensor_pipe_used is None and (matrix or not counted):
+        return (
+            named[0],
+            f"kernel name ('{named[1]}'); the CSV has no tensor-pipe metric to confirm it",
+            "kernel name",
         )
     flops = kernel.flops or {}
     total = sum(flops.values())
@@ -264,14 +367,32 @@ def _precision(kernel: NcuKernel, roof: Roof) -> tuple[str, str]:
         note = f"dominant FLOP type {dominant} ({100 * flops[dominant] / total:.1f} % of FLOPs)"
         if dominant == "fp16" and roof.peak_tflops_override is None:
             note += "; the table's fp16 peak is the tensor-core rate (CUDA-core FP16 is lower)"
-        return dominant, note
+        return dominant, note, "FLOP counters"
     if kernel.flops is None:
-        return "fp32", "no FLOP counters in the CSV: drawn against ncu's single-precision roof"
-    return "fp32", "no FLOPs counted: drawn against ncu's single-precision roof"
+        return "fp32", "no FLOP counters and no type in the name: fp32 assumed", "default"
+    return "fp32", "no FLOPs counted: drawn against the fp32 roof", "default"
+
+
+def _latency(kernel: NcuKernel) -> str | None:
+    """The latency-bound verdict in words when both SOL percentages are below ncu's 60 %."""
+    compute, memory = kernel.sol_compute_pct, kernel.sol_memory_pct
+    if compute is None or memory is None:
+        return None
+    if compute >= LATENCY_SOL_PCT or memory >= LATENCY_SOL_PCT:
+        return None
+    said = any(
+        r.name == "SOLBottleneck" and "latency" in r.description.lower() for r in kernel.rules
+    )
+    return (
+        f"SOL compute {compute:.1f} % and memory {memory:.1f} % are both below "
+        f"{LATENCY_SOL_PCT:.0f} % of peak (ncu's SOLBottleneck rule"
+        + (", which says so for this kernel" if said else "")
+        + "): latency-bound, neither roof is near"
+    )
 
 
 def _place(kernel: NcuKernel, roof: Roof) -> KernelRoofline:
-    precision, note = _precision(kernel, roof)
+    precision, note, decider = _precision(kernel, roof)
     peak_tflops = roof.peak_tflops(precision)
     if peak_tflops is None and roof.spec is not None:
         note += f"; the hardware table has no {_TABLE_PRECISION[precision]} peak for {roof.label}"
@@ -280,29 +401,51 @@ def _place(kernel: NcuKernel, roof: Roof) -> KernelRoofline:
     ridge = None if peak_flop_s is None else peak_flop_s / peak_bw
     bw = kernel.dram_bytes_per_s
     dram_share = None if bw is None else bw / peak_bw
-    achieved = kernel.flop_per_s
-    intensity = kernel.arithmetic_intensity
+    tensor_ops = sum((kernel.tensor_ops or {}).values())
     total = kernel.total_flops
+    counted = tensor_ops > 0  # tensor math counted: the FLOP count is complete
+    if counted:
+        total = (total or 0.0) + tensor_ops
+    achieved = kernel.flop_per_s
+    if counted:
+        achieved = total / (kernel.dur_ns * 1e-9) if kernel.dur_ns and total else None
+    intensity = total / kernel.dram_bytes if total is not None and kernel.dram_bytes else None
     bound, basis = "unknown", "roofline"
     attainable: float | None = None
     share: float | None = None
-    if total is None or kernel.tensor_pipe_used:
+    side: str | None = None
+    bound_note = ""
+    tensor_uncounted = not counted and (
+        bool(kernel.tensor_pipe_used)
+        or (decider == "kernel name" and precision in _TENSOR_PRECISIONS)
+    )
+    if tensor_uncounted and kernel.flops is not None:
+        note += "; the counted FLOP/s are CUDA-core only (the SASS counters leave tensor math out)"
+    if total is None or tensor_uncounted:
         # No FLOP count, or one that leaves the tensor-core math out: ncu's SOL decides.
         basis = "SOL"
         compute, memory = kernel.sol_compute_pct, kernel.sol_memory_pct
         if compute is not None and memory is not None:
             bound = "memory-bound" if memory >= compute else "compute-bound"
             share = dram_share if bound == "memory-bound" else None
+            bound_note = f"SOL memory {memory:.1f} % vs compute {compute:.1f} %"
     elif total == 0:
         bound, basis, share = "memory-bound", "no FLOPs", dram_share
+        bound_note = "no FLOPs counted"
     elif achieved is not None and peak_flop_s is not None and ridge is not None:
         if intensity is None and kernel.dram_bytes == 0:
             bound, attainable = "compute-bound", peak_flop_s  # no DRAM traffic at all
+            bound_note = "no DRAM traffic"
         elif intensity is not None:
             bound = "memory-bound" if intensity < ridge else "compute-bound"
             attainable = min(peak_flop_s, intensity * peak_bw)
+            bound_note = f"intensity {intensity:.3g} FLOP/B vs ridge {ridge:.3g}"
         if attainable:
             share = achieved / attainable
+    if bound in ("memory-bound", "compute-bound") and basis != "SOL":
+        side = bound.split("-")[0]
+    if (latency := _latency(kernel)) is not None:
+        bound, bound_note = "latency-bound", latency
     return KernelRoofline(
         kernel=kernel,
         roof=roof,
@@ -318,6 +461,9 @@ def _place(kernel: NcuKernel, roof: Roof) -> KernelRoofline:
         attainable_tflops=None if attainable is None else attainable / 1e12,
         roof_share=share,
         dram_share=dram_share,
+        precision_basis=decider,
+        bound_note=bound_note,
+        roof_side=side,
     )
 
 

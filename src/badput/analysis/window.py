@@ -142,7 +142,7 @@ def _runs(numbers: list[int]) -> str:
 
 
 #: Kineto's own span of a capture (category `Trace`, `handleTraceSpan` in libkineto): from the
-#: profiler's start to its stop. Every Kineto trace in ../shared/traces has one but the two
+#: profiler's start to its stop. Every Kineto trace in tests/data/traces has one but the two
 #: tiny kineto-edge fragments.
 _PROFILER_SPAN = re.compile(r"^PyTorch Profiler \(\d+\)$")
 

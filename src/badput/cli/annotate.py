@@ -11,7 +11,14 @@ __all__ = ["annotate"]
 
 
 def annotate(
-    trace: Annotated[str, typer.Argument(help="A trace file (.json, .json.gz).")],
+    trace: Annotated[
+        str,
+        typer.Argument(
+            help="A PyTorch profiler JSON trace (.json, .json.gz); an Nsight Systems export "
+            "(.sqlite) cannot be annotated (analyze or report read it).",
+            metavar="TRACE",
+        ),
+    ],
     out: Annotated[
         str, typer.Option("--out", "-o", help="The annotated copy (.json, or .json.gz: gzipped).")
     ],
@@ -36,6 +43,7 @@ def annotate(
     """
     from badput.errors import UsageError, printable
     from badput.report.perfetto import annotate_trace
+    from badput.report.units import plural
     from badput.trace._files import require_regular_file
     from badput.trace.nsys import is_sqlite
 
@@ -47,6 +55,7 @@ def annotate(
         )
     result = annotate_trace(trace, out, window)
     sys.stderr.write(
-        f"badput: wrote {printable(result.out)}: {result.original_events} original events, "
-        f"{result.added_events} added ({result.devices} GPU(s), {result.findings} finding(s))\n"
+        f"badput: wrote {printable(result.out)}: {plural(result.original_events, 'original event')}"
+        f", {result.added_events:,} added ({plural(result.devices, 'GPU')}, "
+        f"{plural(result.findings, 'finding')})\n"
     )

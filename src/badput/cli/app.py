@@ -32,11 +32,13 @@ from badput.cli.jobs import (
 from badput.errors import BadputError
 
 if TYPE_CHECKING:
+    from typer.core import TyperCommand, TyperGroup
+
     from badput.analysis.results import DeviceAnalysis
     from badput.analysis.telemetry import TelemetryAlignment
     from badput.diagnose import JobResult
 
-__all__ = ["app", "main"]
+__all__ = ["app", "command", "main"]
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -52,6 +54,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _badput(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print badput's version (as `badput version`) and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Where the GPU time of PyTorch training and inference goes, from measured data."""
 
 
 @app.command()
@@ -101,6 +124,10 @@ def analyze(
     ] = None,
 ) -> None:
     """Goodput and badput of each GPU in PyTorch profiler traces, and across ranks.
+
+    Inputs: PyTorch profiler JSON traces (.json, .json.gz), Nsight Systems SQLite exports
+    (.sqlite; one process of one: FILE.sqlite#pid=N), and directories of them (one trace per
+    rank; other files there are left out with a note).
 
     Traces are analysed one per task, on a local process pool or on Ray; each task returns
     only a compact summary. A trace that cannot be read is reported as failed and the others
@@ -276,14 +303,21 @@ def run(
 @app.command()
 def explain(
     rule_id: Annotated[
-        str,
+        str | None,
         typer.Argument(
-            help="A finding id (e.g. data-loading), or a topic: classify, ops, modules, mfu, "
-            "attribution."
+            help="A finding id (e.g. data-loading) or a table topic (e.g. classify, ops); "
+            "without one, every id and topic is listed.",
+            metavar="ID",
         ),
-    ],
+    ] = None,
 ) -> None:
-    """Explain a diagnosis rule (what it looks for, savings, fixes) or a table of the report."""
+    """Explain a diagnosis rule (what it looks for, savings, fixes) or a table of the report.
+
+    Without an id, list every rule id and table topic with its one-line title.
+
+    Example:
+        badput explain data-loading
+    """
     from rich.text import Text
 
     from badput.diagnose import RULES
@@ -291,9 +325,18 @@ def explain(
     from badput.report.text import render_rule
     from badput.report.topics import TOPICS
 
+    console = Console()
+    if rule_id is None:
+        from badput.report.topics import render_index
+
+        render_index(
+            [(r.id, "finding", r.title) for r in RULES.values()]
+            + [(t.name, "table", t.title) for t in TOPICS.values()],
+            console,
+        )
+        return
     topic = TOPICS.get(rule_id)
     if topic is not None:
-        console = Console()
         console.print(Text(f"{topic.name}: {topic.title}", style="bold"))
         console.print(Text(topic.text))
         console.print(Text("\nLimits", style="bold"))
@@ -304,9 +347,9 @@ def explain(
     if rule is None:
         raise UsageError(
             f"no rule or table {rule_id!r}; rules: {', '.join(sorted(RULES))}; "
-            f"tables: {', '.join(TOPICS)}"
+            f"tables: {', '.join(TOPICS)} (`badput explain` lists them)"
         )
-    render_rule(rule, Console())
+    render_rule(rule, console)
 
 
 @app.command()
@@ -322,6 +365,55 @@ def _error(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def command() -> TyperGroup:
+    """The click command of `app`, its help showing flags as flags and prose that rewraps.
+
+    typer's rich help prints a type after every option, `<bool>` after a flag too, as if it
+    took a value (`--strict <bool>`); click's plain help prints none. Giving each flag an
+    empty metavar makes the type column blank for flags only: `--strict / --no-strict`.
+    And it keeps the docstring's line breaks after the first paragraph, so that on an
+    80-column terminal each source line wraps on its own (a lone word on a line); the
+    paragraphs are joined into one line each (`_rewrappable`), examples left as written.
+    """
+    from typer.core import TyperGroup
+
+    root = typer.main.get_command(app)
+    assert isinstance(root, TyperGroup)  # an app with commands is a group
+    _blank_flag_types(root)
+    return root
+
+
+def _blank_flag_types(cmd: TyperCommand | TyperGroup) -> None:
+    """Empty metavars on the flags of `cmd` and its subcommands, `--help` included."""
+    from typer.core import TyperCommand, TyperGroup, TyperOption
+
+    # The help option is made on first use and cached on the command; make it now, from the
+    # command's own context settings, so that it is the one later parsing and help use.
+    if cmd.help:
+        cmd.help = _rewrappable(cmd.help)
+    ctx = typer.Context(cmd, **cmd.context_settings)
+    for param in [*cmd.params, cmd.get_help_option(ctx)]:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    if isinstance(cmd, TyperGroup):
+        for sub in cmd.commands.values():
+            if isinstance(sub, TyperCommand | TyperGroup):
+                _blank_flag_types(sub)
+
+
+def _rewrappable(help_text: str) -> str:
+    """Each prose paragraph of a docstring on one line; indented blocks (examples) kept."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(help_text).split("\n\n")
+    out = []
+    for p in paragraphs:
+        lines = p.split("\n")
+        block = p.startswith("\b") or any(line[:1].isspace() for line in lines[1:])
+        out.append(p if block else " ".join(line.strip() for line in lines))
+    return "\n\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code.
 
@@ -330,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=args, prog_name="badput", standalone_mode=True)
+        command()(args=args, prog_name="badput", standalone_mode=True)
     except SystemExit as e:  # typer ends every run, usage errors (code 2) included, this way
         code = e.code
         if code is None:

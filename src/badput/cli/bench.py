@@ -7,18 +7,13 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from badput.errors import UsageError
-
-if TYPE_CHECKING:
-    from badput.bench.deterministic import CheckResult
-    from badput.bench.runner import CaseResult, RunResult
 
 __all__ = ["bench_app"]
 
@@ -110,6 +105,7 @@ def ab(
     """
     from badput.bench.ab import BenchmarkInfraError, Policy, Side, exit_code, run_ab
     from badput.cli.common import write_report
+    from badput.cli.progress import progress
     from badput.report.bench_report import render_ab, to_json, to_junit
     from badput.report.markdown import ab_markdown
 
@@ -172,12 +168,12 @@ def ab(
             else:
                 assert base is not None and head is not None
                 sides = (Side(base), Side(head))
-            result = run_ab(
-                [(name, *sides)],
-                policy,
-                metrics=metric or None,
-                progress=lambda line: err.print(line, style="dim") if err.is_terminal else None,
-            )
+            # Progress on stderr, only on a terminal: never in the reports or the JSON.
+            rounds_note = f"{name}: rounds ({rounds} per look, {top} at most)"
+            with progress(f"bench ab {rounds_note}", total=top) as advance:
+                result = run_ab(
+                    [(name, *sides)], policy, metrics=metric or None, progress=lambda _: advance(1)
+                )
     except BenchmarkInfraError as e:
         sys.stderr.write(f"badput: error: {e}\n")
         raise typer.Exit(3) from None
@@ -281,81 +277,25 @@ def run_cmd(
         badput bench run examples/bench_example.py --rounds 5 --json bench.json
     """
     from badput.bench.runner import run_file
+    from badput.cli.progress import progress
+    from badput.report.bench_report import render_run
 
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
-    err = Console(stderr=True)
-    result = run_file(
-        file,
-        rounds=rounds,
-        filters=filters,
-        progress=lambda line: err.print(line, style="dim") if err.is_terminal else None,
-    )
+    with progress(f"bench run {file}: rounds", total=rounds) as advance:
+        result = run_file(file, rounds=rounds, filters=filters, progress=lambda _: advance(1))
     if json_out:
         Path(json_out).write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
     if not result.results:
         which = f" matching --filter {' '.join(filters)}" if filters else ""
         sys.stderr.write(f"badput: error: {file}: no benchmarks{which}\n")
         raise typer.Exit(3)
-    _render_run(result, Console())
+    render_run(result, Console())
     for r in result.results:
         if r.error is not None:
             sys.stderr.write(f"badput: error: {r.error}\n")
     if result.exit_code:
         raise typer.Exit(result.exit_code)
-
-
-def _scale(unit: str | None, ref: float) -> tuple[float, str]:
-    """(divisor, suffix) that shows `ref` best: s/ms/us/ns for seconds, none otherwise."""
-    if unit != "s":
-        return 1.0, ""
-    for scale, name in ((1.0, " s"), (1e-3, " ms"), (1e-6, " us")):
-        if abs(ref) >= scale:
-            return scale, name
-    return 1e-9, " ns"
-
-
-def _render_run(result: RunResult, console: Console) -> None:
-    t = Table(
-        box=None,
-        pad_edge=False,
-        header_style="bold",
-        title="badput bench run",
-        title_justify="left",
-    )
-    # Only the rounds wrap on a narrow terminal: the id is what --filter and `check` take.
-    t.add_column("benchmark", no_wrap=True)
-    for col in ("metric", "median", "IQR", "MAD"):
-        t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
-    t.add_column("rounds")
-    for r in result.results:
-        t.add_row(*_run_row(r))
-    console.print(t)
-    console.print(
-        f"{len(result.results)} case(s) x {result.rounds} round(s), a fresh process each; "
-        f"{result.elapsed_s:,.1f} s; exit code {result.exit_code}",
-        style="dim",
-    )
-
-
-def _run_row(r: CaseResult) -> tuple[Text, Text, str, str, str, Text]:
-    from badput.bench.runner import round_stats
-
-    b = r.case.benchmark
-    if not r.ok:
-        return Text(r.case.id), Text(b.metric), "", "", "", Text("error", style="bold red")
-    s = round_stats(r.values)
-    # One scale for the whole row, so that the rounds read as plain numbers next to the median.
-    div, suffix = _scale(b.unit, s["median"])
-    digits = ".3g" if b.unit == "s" else ".6g"
-    return (
-        Text(r.case.id),
-        Text(b.metric),
-        f"{s['median'] / div:{digits}}{suffix}",
-        f"{s['iqr'] / div:{digits}}{suffix}",
-        f"{s['mad'] / div:{digits}}{suffix}",
-        Text(" ".join(f"{v / div:{digits}}" for v in r.values)),
-    )
 
 
 @bench_app.command("check")
@@ -398,6 +338,7 @@ def check_cmd(
         updated,
         write_expected,
     )
+    from badput.report.bench_report import render_check
 
     measured = load_measured(results)
     # The first --update creates the file, so a project starts from its measured values.
@@ -413,7 +354,7 @@ def check_cmd(
         from badput.report.markdown import check_markdown
 
         write_report(markdown, check_markdown(result))
-    _render_check(result, Console())
+    render_check(result, Console())
     if update:
         if not result.checks:
             sys.stderr.write(f"badput: error: {results}: no metrics to write\n")
@@ -433,53 +374,6 @@ def check_cmd(
         )
     if result.exit_code:
         raise typer.Exit(result.exit_code)
-
-
-_VERDICT_STYLE = {
-    "pass": "",
-    "regression": "bold red",
-    "improvement": "green",
-    "improvement_needs_update": "bold yellow",
-    "missing": "bold red",
-    "new": "cyan",
-}
-
-
-def _render_check(result: CheckResult, console: Console) -> None:
-    t = Table(
-        box=None,
-        pad_edge=False,
-        header_style="bold",
-        title="badput bench check",
-        title_justify="left",
-    )
-    # The id folds rather than being cut short: it is what --filter and `check` take.
-    t.add_column("benchmark", overflow="fold")
-    for col in ("metric", "verdict", "expected", "measured", "change", "allowed"):
-        t.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
-    for c in result.checks:
-        rel = c.delta_rel
-        change = "" if c.delta is None else _num(c.delta, sign=True)
-        if rel is not None:
-            change += f" ({100 * rel:+.2f} %)"
-        t.add_row(
-            Text(c.benchmark),
-            Text(c.metric),
-            Text(str(c.verdict), style=_VERDICT_STYLE[str(c.verdict)]),
-            "" if c.expected is None else _num(c.expected),
-            "" if c.measured is None else _num(c.measured),
-            change,
-            _num(c.allowed),
-        )
-    console.print(t)
-
-
-def _num(x: float, sign: bool = False) -> str:
-    """Whole numbers in full with thousands separators (bytes, counts); others to 6 digits."""
-    plus = "+" if sign else ""
-    if float(x).is_integer() and abs(x) < 1e15:
-        return f"{int(x):{plus},}"
-    return f"{x:{plus}.6g}"
 
 
 def _ingest_doc(path: str) -> dict[str, object]:
@@ -622,7 +516,7 @@ def history_cmd(
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    console = Console(soft_wrap=True)
+    console = Console()  # lines wrap at the width, between words: no number is cut
     for m, series in found.items():
         for s in series:
             unit = f" {s.unit}" if s.unit else ""

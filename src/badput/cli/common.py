@@ -16,6 +16,7 @@ from badput.errors import UsageError, printable
 
 __all__ = [
     "STEP_SUMMARY_ENV",
+    "TRACE_INPUTS",
     "Format",
     "FormatOption",
     "OutOption",
@@ -27,6 +28,14 @@ __all__ = [
     "write_html",
     "write_report",
 ]
+
+#: Every input `badput.trace.load_trace` reads, in words for the help of each command that
+#: takes a trace (the format is told by content: `badput.trace.load`).
+TRACE_INPUTS = (
+    "PyTorch profiler JSON (.json, .json.gz, e.g. *.pt.trace.json.gz) or an Nsight Systems "
+    "SQLite export (.sqlite: `nsys export --type sqlite`; one process of it: "
+    "FILE.sqlite#pid=N)"
+)
 
 #: The file GitHub Actions gives each step for its job summary (written with `>>`).
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

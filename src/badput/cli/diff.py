@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
-from badput.cli.common import Format, FormatOption, OutOption, json_out, text_out, write_html
+from badput.cli.common import Format, OutOption, json_out, text_out, write_html
 from badput.cli.jobs import ClassifyOption
 
 __all__ = ["diff"]
@@ -15,14 +16,23 @@ __all__ = ["diff"]
 def diff(
     before: Annotated[str, typer.Argument(help="The BEFORE trace (.json, .json.gz).")],
     after: Annotated[str, typer.Argument(help="The AFTER trace (.json, .json.gz).")],
-    output_format: FormatOption = Format.TEXT,
+    output_format: Annotated[
+        Format | None,
+        typer.Option(
+            "--format", "-f", help="Report format (default text; none with --html alone)."
+        ),
+    ] = None,
     out: OutOption = None,
     top: Annotated[
         int,
         typer.Option("--top", help="Kernels, ops and modules to list per change group (0: all)."),
     ] = 10,
     html_out: Annotated[
-        str | None, typer.Option("--html", help="Also write the diff as an HTML page.")
+        str | None,
+        typer.Option(
+            "--html",
+            help="Write the diff as an HTML page; alone (no --format, --out) only the page.",
+        ),
     ] = None,
     classify: ClassifyOption = None,
 ) -> None:
@@ -33,10 +43,12 @@ def diff(
     appeared or disappeared. Ops are matched by (op, input dims, input types), listed by the
     size of their change of GPU time with calls, TFLOP/s and share of the roof before and
     after (an op whose shapes changed is one gone and one new), with the MFU and the module
-    times. GPUs are paired by device index.
+    times. GPUs are paired by device index. With --html and neither --format nor --out, only
+    the page is written, and one line names it.
 
-    Example:
+    Examples:
         badput diff before.pt.trace.json.gz after.pt.trace.json.gz --format json -o diff.json
+        badput diff before.pt.trace.json.gz after.pt.trace.json.gz --html diff.html
     """
     from badput.analysis import analyze_trace
     from badput.analysis.classify import load_class_rules
@@ -57,6 +69,9 @@ def diff(
         from badput.report.html_report import render_diff_html
 
         write_html(html_out, render_diff_html(result, top=top))
+        if output_format is None and out is None:
+            sys.stdout.write(f"wrote {html_out}\n")
+            return
     if output_format is Format.JSON:
         json_out(out, encode_document(diff_document(result, top=top)))
         return

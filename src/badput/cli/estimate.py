@@ -219,10 +219,18 @@ def memory(
     micro_batch: Annotated[int | None, typer.Option(help="Micro-batch size.")] = None,
     heads: Annotated[int | None, typer.Option(help="Attention heads.")] = None,
     recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none",
-    gpu: Annotated[str | None, typer.Option(help="GPU type: says whether it fits.")] = None,
+    gpu: Annotated[
+        str | None, typer.Option(help="GPU type: fits, tight or does not fit, and the margin.")
+    ] = None,
     output_format: FormatOpt = Format.TEXT,
 ) -> None:
     """Per-GPU memory of training: weights, gradients, optimizer states, activations.
+
+    With --gpu, the verdict reserves 1.3 GB per GPU for the CUDA context and kernels and calls
+    a margin under 10 % of the GPU's memory tight (fragmentation, NCCL buffers and workspaces
+    are not counted). Activations count when --layers, --d-model, --seq-len and --micro-batch
+    are given (Korthikanti et al. 2022; --recompute full keeps each layer's input only);
+    otherwise the verdict says they are not counted.
 
     Example:
         badput estimate memory --params 7.5e9 --gpus 64 --zero 3

@@ -6,17 +6,17 @@ Both commands analyse each trace in its own task (a local process pool or Ray, s
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from badput.cli.common import stderr_line
+from badput.cli.common import TRACE_INPUTS, stderr_line
+from badput.cli.progress import progress
 from badput.errors import BadputError, UsageError
+from badput.report.units import plural
 
 if TYPE_CHECKING:
     from badput.diagnose import JobResult
@@ -36,9 +36,6 @@ __all__ = [
     "warn",
 ]
 
-# Traces at least this large (uncompressed bytes) get a progress bar on a terminal.
-_PROGRESS_MIN_BYTES = 64 << 20
-
 
 class Executor(StrEnum):
     """Where per-rank work runs."""
@@ -49,7 +46,12 @@ class Executor(StrEnum):
 
 # The options `analyze` and `report` share, declared once.
 PathsArgument = Annotated[
-    list[str], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")
+    list[str],
+    typer.Argument(
+        help=f"Traces: {TRACE_INPUTS}; or directories of them (one trace per rank: other "
+        "files there are left out, with a note naming them).",
+        metavar="TRACE",
+    ),
 ]
 WindowOption = Annotated[
     str | None,
@@ -85,7 +87,8 @@ JobsOption = Annotated[
     typer.Option(
         "--jobs",
         "-j",
-        help="Local worker processes (default: 1 for one trace, else min(CPUs, traces)).",
+        help="Traces analysed at once: local worker processes (default: 1 for one trace, "
+        "else min(CPUs, traces)), or Ray tasks in flight (default: all, queued by Ray).",
     ),
 ]
 AddressOption = Annotated[
@@ -120,7 +123,6 @@ def run_job(
     from badput.analysis.classify import load_class_rules
     from badput.diagnose import diagnose_job
     from badput.scale import LocalExecutor, RayExecutor, analyze_path
-    from badput.trace import find_traces
 
     if top < 0:
         raise UsageError("--top must be >= 0")
@@ -133,24 +135,24 @@ def run_job(
     rules = load_class_rules(classify) if classify is not None else None
     if executor is Executor.LOCAL and address is not None:
         raise UsageError("--address needs --executor ray")
-    if executor is Executor.RAY and jobs is not None:
-        raise UsageError("--jobs is for --executor local; Ray uses the cluster's CPUs")
-    files = [f for p in paths for f in find_traces(p)]
-    err = Console(stderr=True)
+    files = _find(paths)
     if executor is Executor.RAY:
-        runner: LocalExecutor | RayExecutor = RayExecutor(address=address)
+        runner: LocalExecutor | RayExecutor = RayExecutor(address=address, max_in_flight=jobs)
+        where = " on Ray"
     else:
         default = 1 if len(files) == 1 else min(os.cpu_count() or 1, len(files))
         runner = LocalExecutor(jobs if jobs is not None else default)
+        where = ""
     if len(files) == 1 and isinstance(runner, LocalExecutor):
-        # One trace, in this process: a progress bar over its bytes when it is big.
-        with _byte_progress(err, files[0]) as read:
-            item = (files[0], window, top, read, step_range, rules)
+        # One trace, in this process: a spinner naming it and its size while it is read.
+        with progress(_reading(files[0])) as advance:
+            item = (files[0], window, top, _counter(advance), step_range, rules)
             outcomes = list(runner.map(analyze_path, [item]))
     else:
         items = [(path, window, top, None, step_range, rules) for path in files]
-        with _rank_progress(err, len(files)) as progress:
-            outcomes = list(runner.map(analyze_path, items, progress))
+        what = f"analysing {plural(len(files), 'trace')}{where}"
+        with progress(what, total=len(files)) as advance:
+            outcomes = list(runner.map(analyze_path, items, _counter(advance)))
     job = diagnose_job(outcomes)
     failed = job.failed
     if len(failed) == len(outcomes):
@@ -158,76 +160,63 @@ def run_job(
             raise BadputError(f"{failed[0].path}: {failed[0].error}")
         for o in failed:
             warn(f"{o.path}: {o.error}")
-        raise BadputError(f"none of the {len(failed)} traces could be analysed")
+        raise BadputError(f"none of the {plural(len(failed), 'trace')} could be analysed")
     for o in failed:
         warn(f"{o.path}: {o.error} (left out; {len(job.analysed)} of {len(outcomes)} analysed)")
     if len(job.jobs) > 1:
         warn(
-            f"the {len(job.analysed)} traces are {len(job.jobs)} jobs; each is reported on its "
-            "own (the report's notes say why)"
+            f"the {plural(len(job.analysed), 'trace')} are {len(job.jobs)} jobs; each is "
+            "reported on its own (the report's notes say why)"
         )
     return job
 
 
-@contextlib.contextmanager
-def _rank_progress(console: Console, total: int) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar over ranks on an interactive terminal (stderr); None elsewhere."""
-    if not console.is_terminal or total < 2:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _find(paths: Sequence[str]) -> list[str]:
+    """The traces under `paths`; one note per directory naming the files left out there."""
+    from badput.trace.load import find_trace_files, skipped_text
 
-    with Progress(
-        TextColumn("analysing ranks"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("ranks", total=total)
-        yield lambda done: progress.update(task, completed=done)
+    files: list[str] = []
+    for p in paths:
+        found = find_trace_files(p)
+        files += found.traces
+        if found.skipped:
+            n = len(found.skipped)
+            that = "that is not a trace" if n == 1 else "that are not traces"
+            stderr_line(
+                "note",
+                f"{p}: left out {plural(n, 'file')} {that}: {skipped_text(found.skipped)}",
+            )
+    return files
 
 
-@contextlib.contextmanager
-def _byte_progress(console: Console, path: str) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar over a big trace's bytes on an interactive terminal; None elsewhere.
+def _reading(path: str) -> str:
+    """`reading and analysing NAME (SIZE)`: what the spinner of a one-trace run says.
 
-    `path` may name one process of an nsys export (`report.sqlite#pid=4242`): the size is that
-    of the file part. A size that cannot be read means no bar; reading the trace says why.
+    `path` may name one process of an nsys export (`report.sqlite#pid=4242`): the size is
+    that of the file. A size that cannot be read is left out; reading the trace says why.
     """
+    from badput.report.units import format_bytes
     from badput.trace.nsys import split_process_path
 
     file, _ = split_process_path(path)
     try:
-        size = os.path.getsize(file)
+        size = f" ({format_bytes(os.path.getsize(file))})"
     except OSError:
-        yield None
-        return
-    gz = file.endswith(".gz")
-    if not console.is_terminal or (size < _PROGRESS_MIN_BYTES and not (gz and size > 8 << 20)):
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TransferSpeedColumn,
-    )
+        size = ""
+    return f"reading and analysing {os.path.basename(path)}{size}"
 
-    with Progress(
-        TextColumn("reading {task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task(os.path.basename(file), total=None if gz else size)
-        yield lambda n: progress.update(task, completed=n)
+
+def _counter(advance: Callable[[int], None]) -> Callable[[int], None]:
+    """A callback given a running total (bytes read, tasks done) that advances by the change."""
+    last = 0
+
+    def update(total: int) -> None:
+        nonlocal last
+        if total > last:
+            advance(total - last)
+            last = total
+
+    return update
 
 
 def warn(message: str) -> None:

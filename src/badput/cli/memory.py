@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from badput.cli.common import Format, FormatOption, OutOption, json_out, text_out, write_html
+from badput.cli.common import Format, OutOption, json_out, text_out, write_html
 
 __all__ = ["memory"]
 
@@ -16,7 +16,9 @@ def memory(
         str,
         typer.Argument(help="A torch.cuda.memory._dump_snapshot pickle (.pickle, or gzipped)."),
     ],
-    output_format: FormatOption = Format.TEXT,
+    output_format: Annotated[
+        Format | None, typer.Option("--format", "-f", help="Report format (default: text).")
+    ] = None,
     out: OutOption = None,
     html_out: Annotated[
         str | None,
@@ -42,7 +44,8 @@ def memory(
     """Peak memory, what set it, fragmentation and churn, from a CUDA memory snapshot.
 
     The pickle is read with an unpickler that refuses every Python global: a snapshot from
-    someone else cannot run code here.
+    someone else cannot run code here. With --html alone the page is written and one line
+    names it; add --format or --out for the report as well.
 
     Example:
         badput memory snapshot.pickle --format json --params 1.3e9 --gpus 8
@@ -74,9 +77,14 @@ def memory(
     analysis = analyze_snapshot(snap, device)
     diagnosis = diagnose_memory(analysis, model, gpus)
     if html_out is not None:
+        from badput.errors import printable
         from badput.report.memory_report import render_memory_html
 
-        write_html(html_out, render_memory_html(analysis, diagnosis))
+        page = render_memory_html(analysis, diagnosis)
+        write_html(html_out, page)
+        if output_format is None and out is None:  # --html alone: the page, and one line
+            typer.echo(f"wrote {printable(html_out)} ({len(page.encode()) / 1024:,.0f} KiB)")
+            return
     if output_format is Format.JSON:
         json_out(out, encode_memory(memory_document(analysis, diagnosis)))
         return

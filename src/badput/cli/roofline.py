@@ -6,14 +6,16 @@ from typing import Annotated
 
 import typer
 
-from badput.cli.common import Format, FormatOption, OutOption, json_out, text_out, write_html
+from badput.cli.common import Format, OutOption, json_out, text_out, write_html
 
 __all__ = ["roofline"]
 
 
 def roofline(
     path: Annotated[str, typer.Argument(help="An `ncu --csv` export (details or raw page).")],
-    output_format: FormatOption = Format.TEXT,
+    output_format: Annotated[
+        Format | None, typer.Option("--format", "-f", help="Report format (default: text).")
+    ] = None,
     out: OutOption = None,
     html_out: Annotated[
         str | None, typer.Option("--html", help="Also write the roofline as an HTML page.")
@@ -37,7 +39,8 @@ def roofline(
     Reads `ncu --csv` output (progress lines and program output around it are skipped). Peaks
     come from badput's hardware table, found by ncu's device name or compute capability; pass
     --gpu, or --peak-tflops and --peak-gbps, when it cannot tell. ncu's own rule results with
-    an estimated speedup are ranked by speedup × kernel time.
+    an estimated speedup are ranked by speedup × kernel time. With --html alone the page is
+    written and one line names it; add --format or --out for the report as well.
 
     Example:
         ncu --csv --set full ./app > report.csv; badput roofline report.csv --html roof.html
@@ -56,7 +59,13 @@ def roofline(
         read_ncu_csv(path), gpu=gpu, peak_tflops=peak_tflops, peak_gbps=peak_gbps
     )
     if html_out is not None:
-        write_html(html_out, render_roofline_html(analysis, top=top))
+        from badput.errors import printable
+
+        page = render_roofline_html(analysis, top=top)
+        write_html(html_out, page)
+        if output_format is None and out is None:  # --html alone: the page, and one line
+            typer.echo(f"wrote {printable(html_out)} ({len(page.encode()) / 1024:,.0f} KiB)")
+            return
     if output_format is Format.JSON:
         json_out(out, encode_roofline(analysis, top=top).encode())
         return

@@ -95,7 +95,9 @@ def straggler(ranks: CrossRank) -> Finding | None:
         ),
         severity=severity,
         evidence={
+            # Most telling first (reports show the first few): the fix points at the second.
             "straggler_rank": Evidence(s.rank),
+            "straggler_spends_more_on": Evidence(f"{what} +{by / 1e6:,.2f} ms per step"),
             "arrives_last_at": Evidence(last, "collectives"),
             "collectives_matched": Evidence(matched, "collectives"),
             "lateness_per_step": ms(savings),
@@ -103,7 +105,6 @@ def straggler(ranks: CrossRank) -> Finding | None:
             "compute_score": Evidence(round(s.score, 3), "x median rank"),
             "ranks": Evidence(len(ranks.ranks)),
             "max_clock_offset": ms(max(abs(v) for v in ranks.clock_offset_ns.values())),
-            "straggler_spends_more_on": Evidence(f"{what} +{by / 1e6:,.2f} ms per step"),
         },
         savings_ns=savings,
         savings_share=share,

@@ -110,6 +110,18 @@ class EstimateCheck:
     measured_peak_bytes: int
     static_share_of_peak: float | None
 
+    @property
+    def static_bytes(self) -> float:
+        """Bytes of weights, gradients and optimizer states the estimate gives (ZeRO-0)."""
+        e = self.estimate
+        return e.weights_bytes + e.grads_bytes + e.optimizer_bytes
+
+    @property
+    def peak_share_of_estimate(self) -> float | None:
+        """The measured allocated peak over the estimate's `static_bytes`; None without one."""
+        static = self.static_bytes
+        return self.measured_peak_bytes / static if static > 0 else None
+
 
 @dataclass(frozen=True)
 class MemoryDiagnosis:
@@ -223,7 +235,7 @@ def fragmentation(d: DeviceMemory) -> MemoryFinding | None:
         "peak_allocated": Evidence(d.peak_allocated_bytes, "B"),
         "fragmentation_at_reserved_peak": Evidence(d.fragmentation_at_peak_reserved_bytes, "B"),
         "fragmentation_at_dump": Evidence(d.end.fragmentation_bytes, "B"),
-        "segments_below_half_use": Evidence(round(d.end.below_half_share, 4)),
+        "segments_below_half_use": Evidence(round(100 * d.end.below_half_share, 1), "%"),
         "largest_free_block": Evidence(max(d.end.largest_free_block_bytes, default=0), "B"),
         "expandable_segments": Evidence(str(d.expandable).lower()),
     }
@@ -246,8 +258,8 @@ def activations(d: DeviceMemory) -> MemoryFinding | None:
     savings = fwd * (1.0 - FULL_RECOMPUTE_KEPT)
     evidence = {
         "forward_bytes_at_peak": Evidence(fwd, "B"),
-        "forward_share_of_peak": Evidence(round(fwd / d.peak_allocated_bytes, 4)),
-        "kept_with_full_recompute": Evidence(round(FULL_RECOMPUTE_KEPT, 4)),
+        "forward_share_of_peak": Evidence(round(100 * fwd / d.peak_allocated_bytes, 1), "%"),
+        "kept_with_full_recompute": Evidence(round(100 * FULL_RECOMPUTE_KEPT, 1), "%"),
     }
     title = (
         f"activations (forward allocations) hold {_gib(fwd)}, "
@@ -267,7 +279,7 @@ def optimizer_state(
     savings = opt * (1.0 - 1.0 / n)
     evidence = {
         "optimizer_bytes_at_peak": Evidence(opt, "B"),
-        "optimizer_share_of_peak": Evidence(round(opt / d.peak_allocated_bytes, 4)),
+        "optimizer_share_of_peak": Evidence(round(100 * opt / d.peak_allocated_bytes, 1), "%"),
         "data_parallel_gpus": Evidence(n),
     }
     if check is not None:

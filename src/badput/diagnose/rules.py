@@ -398,12 +398,13 @@ def step_jitter(ctx: DeviceContext) -> Finding | None:
         f"+{by / 1e6:,.1f} ms more in {grew}",
         savings,
         {
+            # Most telling first (reports show the first few): the fix points at these.
+            "outlier_steps": Evidence(names),
+            "grew_most_in_worst_step": Evidence(f"{grew} +{by / 1e6:,.2f} ms"),
             "median_step": ms(median),
             "p90_step": ms(p90),
             "max_step": ms(float(durs.max())),
             "p90_over_median": Evidence(round(p90 / median, 3), "x"),
-            "outlier_steps": Evidence(names),
-            "grew_most_in_worst_step": Evidence(f"{grew} +{by / 1e6:,.2f} ms"),
         },
     )
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from badput.errors import UsageError
 from badput.estimate.flops import require_peak
 from badput.estimate.hardware import GpuSpec
+from badput.estimate.memory import CUDA_CONTEXT_BYTES, fit_verdict
 
 __all__ = ["BYTES_PER_VALUE", "InferEstimate", "estimate_infer"]
 
@@ -46,6 +47,8 @@ class InferEstimate:
     decode_tokens_per_s_per_gpu: float
     fits: bool
     notes: list[str] = field(default_factory=list)
+    verdict: str = ""  # "fits", "tight" or "does not fit" (`badput.estimate.memory.fit_verdict`)
+    margin_bytes: float = 0.0  # over all the GPUs: memory - CUDA contexts - weights - KV cache
 
 
 def estimate_infer(
@@ -121,9 +124,14 @@ def estimate_infer(
     compute_s = batch * flops_per_token / (peak * 1e12 * gpus * efficiency)
     step = max(memory_s, compute_s)
     rate = batch / step
-    fits = weights + (kv_total or 0.0) <= gpu.memory_bytes * gpus
+    verdict, margin = fit_verdict(weights + (kv_total or 0.0), gpu.memory_bytes, gpus)
+    fits = margin >= 0
     if not fits:
         notes.append("weights and KV cache do not fit in the GPUs' memory")
+    notes.append(
+        f"fit: {CUDA_CONTEXT_BYTES / 1e9:g} GB per GPU reserved for the CUDA context and kernels; "
+        "activations and the serving engine's workspaces are not counted"
+    )
     return InferEstimate(
         gpu=gpu.key,
         gpus=gpus,
@@ -144,4 +152,6 @@ def estimate_infer(
         decode_tokens_per_s_per_gpu=rate / gpus,
         fits=fits,
         notes=notes,
+        verdict=verdict,
+        margin_bytes=margin,
     )

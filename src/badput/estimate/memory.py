@@ -8,7 +8,27 @@ from enum import StrEnum
 from badput.errors import UsageError
 from badput.estimate.hardware import GpuSpec
 
-__all__ = ["OPTIMIZER_BYTES", "MemoryEstimate", "Recompute", "estimate_memory"]
+__all__ = [
+    "CUDA_CONTEXT_BYTES",
+    "OPTIMIZER_BYTES",
+    "TIGHT_SHARE",
+    "MemoryEstimate",
+    "Recompute",
+    "estimate_memory",
+    "fit_verdict",
+]
+
+#: Bytes a training process holds on each GPU before its first tensor: the CUDA context and the
+#: kernels of CUDA, cuBLAS and cuDNN that PyTorch loads. Hugging Face's "Model training anatomy"
+#: (transformers docs, https://huggingface.co/docs/transformers/model_memory_anatomy) measures
+#: 1,343 MB right after initialising CUDA with a 1-byte tensor ("the kernels alone take up
+#: 1.3GB"); badput reserves 1.3e9 bytes. NCCL buffers and library workspaces come on top.
+CUDA_CONTEXT_BYTES = 1.3e9
+
+#: A margin below this share of the GPU's memory (after the CUDA context) is "tight": the
+#: caching allocator's fragmentation, NCCL buffers and temporary workspaces commonly take that
+#: much (badput's convention; `badput memory` measures a run's fragmentation).
+TIGHT_SHARE = 0.10
 
 #: Optimizer state bytes per parameter. Mixed-precision Adam keeps an fp32 master copy of the
 #: weights, fp32 momentum and fp32 variance: 4 + 4 + 4 = 12 (Rajbhandari et al. 2020, "ZeRO",
@@ -50,6 +70,28 @@ class MemoryEstimate:
     gpu_memory_bytes: int | None
     fits: bool | None
     notes: list[str] = field(default_factory=list)
+    verdict: str | None = None  # "fits", "tight" or "does not fit" (see `fit_verdict`)
+    margin_bytes: float | None = None  # capacity - CUDA context - total; negative: over
+    reserved_bytes: float | None = None  # the CUDA context reserve, CUDA_CONTEXT_BYTES
+    activations_counted: bool = False
+
+
+def fit_verdict(total_bytes: float, capacity_bytes: float, gpus: int = 1) -> tuple[str, float]:
+    """Whether `total_bytes` fit `gpus` GPUs of `capacity_bytes` each, and the margin in bytes.
+
+    The margin is gpus x (capacity - CUDA_CONTEXT_BYTES) - total. Below zero: "does not fit";
+    below TIGHT_SHARE of the memory: "tight"; otherwise "fits".
+
+    Example:
+        >>> fit_verdict(79.4e9, 80e9)[0]
+        'does not fit'
+    """
+    margin = gpus * (capacity_bytes - CUDA_CONTEXT_BYTES) - total_bytes
+    if margin < 0:
+        return "does not fit", margin
+    if margin < TIGHT_SHARE * capacity_bytes * gpus:
+        return "tight", margin
+    return "fits", margin
 
 
 def _activation_bytes(
@@ -161,12 +203,17 @@ def estimate_memory(
     notes = []
     fits = None
     capacity = None
+    verdict: str | None = None
+    margin: float | None = None
     if gpu is not None:
         capacity = gpu.memory_bytes
-        fits = total <= capacity
+        verdict, margin = fit_verdict(total, capacity)
+        fits = margin >= 0
         notes.append(
-            "not counted: CUDA context, allocator fragmentation, communication buffers and "
-            "temporary workspaces (often several GB)"
+            f"fit: {CUDA_CONTEXT_BYTES / 1e9:g} GB reserved for the CUDA context and kernels "
+            "(Hugging Face, 'Model training anatomy'); 'tight' = under "
+            f"{100 * TIGHT_SHARE:g} % of the GPU left, which allocator fragmentation, NCCL "
+            "buffers and workspaces (not counted) can take"
         )
     if activations is None:
         notes.append("activations not counted (give --layers, --d-model, --seq-len, --micro-batch)")
@@ -193,4 +240,8 @@ def estimate_memory(
         gpu_memory_bytes=capacity,
         fits=fits,
         notes=notes,
+        verdict=verdict,
+        margin_bytes=margin,
+        reserved_bytes=CUDA_CONTEXT_BYTES if gpu is not None else None,
+        activations_counted=activations is not None,
     )

@@ -66,6 +66,7 @@ class _PhaseContext:
     def __enter__(self) -> None:
         self._meter._phase_depth += 1
         self._start = self._meter._clock()
+        self._meter._last_ns = self._start
 
     def __exit__(
         self,
@@ -75,8 +76,9 @@ class _PhaseContext:
     ) -> None:
         meter = self._meter
         meter._phase_depth -= 1
+        end = meter._clock()
         if meter._phase_depth == 0:  # a phase inside a phase belongs to the outer one
-            meter._add_phase(self._name, meter._clock() - self._start)
+            meter._add_phase(self._name, end - self._start, end)
 
 
 class Meter:
@@ -86,7 +88,9 @@ class Meter:
         out: a JSONL file for periodic and final summaries (optional).
         flops_per_step: model FLOPs of one step, for MFU (or pass `flops=` to `step`).
         count_flops: measure FLOPs once, on the first step, with torch's FlopCounterMode.
-        precision: precision of the matrix math, for the MFU denominator.
+        precision: precision of the matrix math, for the MFU denominator ("bf16", "fp32"...);
+            None: decided from the dtypes of the first step's matrix products, or autocast
+            (see `badput.meter.precision`), else unknown and no MFU.
         warmup_steps: first steps counted as compile/warm-up, not as productive.
         report_every: steps between summaries to the sinks (and cross-rank gathers).
         straggler_threshold: a rank whose median step is slower than the fastest rank's by
@@ -120,7 +124,7 @@ class Meter:
         *,
         flops_per_step: float | None = None,
         count_flops: bool = False,
-        precision: str = "bf16",
+        precision: str | None = None,
         warmup_steps: int = 1,
         report_every: int = 100,
         straggler_threshold: float = 0.8,
@@ -143,11 +147,24 @@ class Meter:
         self.flops_per_step = flops_per_step
         self._count_flops = count_flops
         self.precision = precision
+        self._precision_source = (
+            "given (Meter(precision=...))"
+            if precision is not None
+            else "the first step has not ended"
+        )
+        self._probe: Any = None
+        self._autocast: str | None = None
+        self._precision_open = precision is None  # decided when the first step ends
         self.warmup_steps = max(0, warmup_steps)
         self.report_every = max(1, report_every)
         self.straggler_threshold = straggler_threshold
 
         self._first_step_start: int | None = None
+        # The measured window ends at the meter's last event (a step's start or end, the end
+        # of a data wait or a phase), not at the moment a summary is asked for: a summary
+        # printed after the loop and the final one sent at exit cover the same time.
+        self._last_ns = self._t0
+        self._samples_why: str | None = None  # why samples/s is missing, where known
         self._before_first_ns = 0  # data/phase time before the first step (not start-up)
         self._in_step = False
         self._phase_depth = 0
@@ -217,9 +234,11 @@ class Meter:
             try:
                 item = next(iterator)
             except StopIteration:
-                self._add_data(clock() - start)
+                end = clock()
+                self._add_data(end - start, end)
                 return
-            self._add_data(clock() - start)
+            end = clock()
+            self._add_data(end - start, end)
             yield item
 
     def step(
@@ -302,8 +321,11 @@ class Meter:
                 self._first_step_start = now
                 if self._count_flops and self.flops_per_step is None:
                     self._start_flop_counter()
+                if self._precision_open:
+                    self._start_precision_probe()
             self._in_step = True
             self._step_start = now
+            self._last_ns = now
             self._nested_ns = 0
         except Exception as e:
             self._fail("step", e)
@@ -320,6 +342,7 @@ class Meter:
         try:
             now = self._clock()
             self._in_step = False
+            self._last_ns = now
             dur = now - self._step_start - self._nested_ns
             self.steps += 1
             if self.steps <= self.warmup_steps:
@@ -334,6 +357,9 @@ class Meter:
                 self._samples += self._step_samples
             if self._step_tokens is not None:
                 self._tokens += self._step_tokens
+            self._step_samples = self._step_tokens = None  # each step says its own
+            if self._precision_open:
+                self._decide_precision()  # before the flop counter: its mode is entered first
             if self._flop_counter is not None:
                 self._stop_flop_counter()  # before reading flops_per_step: this step counts
             flops = self._step_flops if self._step_flops is not None else self.flops_per_step
@@ -352,18 +378,20 @@ class Meter:
         if self.steps % self.report_every == 0:
             self._guard("report", self._report)
 
-    def _add_data(self, ns: int) -> None:
+    def _add_data(self, ns: int, end: int | None = None) -> None:
         if not self._enabled:
             return
+        self._last_ns = end if end is not None else self._clock()
         self._data_ns += ns
         if self._in_step:
             self._nested_ns += ns
         elif self._first_step_start is None:
             self._before_first_ns += ns
 
-    def _add_phase(self, name: str, ns: int) -> None:
+    def _add_phase(self, name: str, ns: int, end: int | None = None) -> None:
         if not self._enabled:
             return
+        self._last_ns = end if end is not None else self._clock()
         self._phase_ns[name] = self._phase_ns.get(name, 0) + ns
         if self._in_step:
             self._nested_ns += ns
@@ -450,6 +478,39 @@ class Meter:
             self._dist = RankGroup.current()
         except Exception as e:
             self._fail("distributed", e)
+
+    def _start_precision_probe(self) -> None:
+        import sys
+
+        from badput.meter.precision import DtypeProbe, autocast_precision
+
+        if "torch" not in sys.modules:  # a loop without torch: nothing to look at
+            return
+        self._autocast = autocast_precision()
+        try:
+            self._probe = DtypeProbe().__enter__()
+        except Exception as e:
+            self._probe = None
+            self._fail("precision probe", e)
+
+    def _decide_precision(self) -> None:
+        from badput.meter.precision import autocast_precision, decide_precision
+
+        probe, self._probe = self._probe, None
+        counts: dict[str, int] | None = None
+        note = "torch is not in use" if probe is None else ""
+        if probe is not None:
+            try:
+                probe.__exit__(None, None, None)
+                counts = dict(probe.counts)
+            except Exception as e:
+                self._fail("precision probe", e)
+                note = "the dtype probe failed"
+        elif "precision probe" in self._warned:
+            note = "the dtype probe failed"
+        autocast = self._autocast or autocast_precision()
+        self.precision, self._precision_source = decide_precision(None, counts, autocast, note)
+        self._precision_open = False
 
     def _start_flop_counter(self) -> None:
         try:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from rich.console import Console, Group
-from rich.constrain import Constrain
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console
 from rich.text import Text
 
 from badput import __version__
@@ -26,16 +25,14 @@ from badput.analysis.diff import (
     TraceDiff,
 )
 from badput.report.json_report import us
-from badput.report.text import _short
+from badput.report.names import distinct_names
+from badput.report.table import Col, Fitted, fitted
 from badput.report.units import NOT_AVAILABLE, format_share
 from badput.report.units import format_ms as _ms
 
-__all__ = ["OPS_WIDTH", "SCHEMA", "diff_document", "op_shapes_text", "render_diff"]
+__all__ = ["SCHEMA", "diff_document", "op_shapes_text", "render_diff"]
 
 SCHEMA = "badput.diff/1"
-
-#: Columns the op and module tables of the text diff fit in (names wrap first).
-OPS_WIDTH = 80
 
 
 def _us(ns: float) -> Any:
@@ -199,25 +196,52 @@ def _signed_ms(ns: float) -> str:
     return f"{ns / 1e6:+,.2f}"
 
 
-def _kernel_table(title: str, items: list[KernelChange], top: int) -> Table:
-    t = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
-    t.add_column("GPU operation", no_wrap=True, overflow="ellipsis", max_width=50)
-    t.add_column("category", no_wrap=True)
-    t.add_column("count", justify="right", no_wrap=True)
-    t.add_column("us/step", justify="right", no_wrap=True)
-    t.add_column("Δ us/step", justify="right", no_wrap=True)
-    t.add_column("mean us", justify="right", no_wrap=True)
-    for k in _cut(items, top):
+#: Widest a kernel name column grows (then names are shortened to stay apart).
+_KERNEL_NAME_CAP = 60
+
+
+def _show(console: Console, title: str | None, fitted_table: Fitted) -> None:
+    """A fitted table under its title, and the note naming columns it left out."""
+    if title is not None:
+        console.print(Text(title, style="bold"))
+    console.print(fitted_table.table)
+    note = fitted_table.note()
+    if note is not None:
+        console.print(Text(note, style="dim"))
+
+
+def _kernel_table(items: list[KernelChange], top: int, width: int) -> Fitted:
+    """The kernels of one change group; names give way, numbers are never cut."""
+    shown = _cut(items, top)
+    names = [k.name for k in shown]
+    cols = [
+        Col(
+            "GPU operation",
+            elastic=True,
+            floor=24,
+            cap=_KERNEL_NAME_CAP,
+            shrink=lambda _cells, w: distinct_names(names, w),
+        ),
+        Col("category", drop=1),
+        Col("count", right=True),
+        Col("us/step", right=True),
+        Col("Δ us/step", right=True),
+        Col("mean us", right=True, drop=2),
+    ]
+    rows = []
+    for name, k in zip(distinct_names(names, _KERNEL_NAME_CAP), shown, strict=True):
         rel = "" if k.rel_change is None else f" ({100 * k.rel_change:+.0f} %)"
-        t.add_row(
-            _short(k.name),
-            k.category,
-            f"{k.count_before} → {k.count_after}",
-            f"{k.per_step_before_ns / 1000:,.1f} → {k.per_step_after_ns / 1000:,.1f}",
-            f"{k.delta_per_step_ns / 1000:+,.1f}{rel}",
-            f"{k.mean_before_ns / 1000:,.1f} → {k.mean_after_ns / 1000:,.1f}",
+        rows.append(
+            [
+                name,
+                k.category,
+                f"{k.count_before:,} → {k.count_after:,}",
+                f"{k.per_step_before_ns / 1000:,.1f} → {k.per_step_after_ns / 1000:,.1f}",
+                f"{k.delta_per_step_ns / 1000:+,.1f}{rel}",
+                f"{k.mean_before_ns / 1000:,.1f} → {k.mean_after_ns / 1000:,.1f}",
+            ]
         )
-    return t
+    return fitted(cols, rows, width)
 
 
 def _full_shapes(c: OpChange) -> str:
@@ -272,53 +296,108 @@ def _rel(c: OpChange | ModuleChange) -> str:
     return "" if r is None else f"{100 * r:+.0f} %"
 
 
-def _ops_table(o: OpDiff, per: str, top: int) -> Table:
+def _wrap(text: str, width: int, seps: tuple[str, ...]) -> list[str]:
+    """`text` in lines of at most `width`, broken after a separator.
+
+    The first of `seps` found in a line's room is used (`", "` between arguments before `,`
+    inside one shape); a piece with none of them is folded at the width.
+    """
+    width = max(width, 1)
+    lines: list[str] = []
+    rest = text
+    while cell_len(rest) > width:
+        at = 0
+        for sep in seps:
+            cut = rest.rfind(sep, 0, width - len(sep.rstrip()) + 1)
+            if cut > 0:
+                at = cut + len(sep.rstrip())
+                break
+        at = at or width
+        lines.append(rest[:at].rstrip())
+        rest = rest[at:].lstrip()
+    lines.append(rest)
+    return lines
+
+
+def _wrapped(text: str, width: int, indent: str, seps: tuple[str, ...]) -> str:
+    """`text` wrapped (`_wrap`) with `indent` before every line."""
+    return "\n".join(indent + line for line in _wrap(text, width - len(indent), seps))
+
+
+def _op_cells(cells: list[str], width: int) -> list[str]:
+    """Two-line cells (op, indented shapes) within `width`, wrapped onto more lines.
+
+    Op and shapes are what tells the rows apart, so both wrap (the op after a `::` or `_`,
+    the shapes after a `, `) rather than lose a character; only a leading `aten::` goes when
+    an op does not fit.
+    """
+    split = [cell.split("\n", 1) for cell in cells]
+    if any(cell_len(op) > width for op, _ in split):  # `aten::` is the op of nearly every row
+        split = [[op.removeprefix("aten::"), shapes] for op, shapes in split]
+    out = []
+    for op, shapes in split:
+        wrapped_op = "\n".join(_wrap(op, width, ("::", "_")))
+        out.append(wrapped_op + "\n" + _wrapped(shapes.strip(), width, "  ", (", ", ",")))
+    return out
+
+
+def _ops_table(o: OpDiff, per: str, top: int, width: int) -> tuple[str, Fitted]:
     shown = o.ops[: top if top > 0 else None]
     title = (
         f"ops by |Δ| ({len(o.ops)}: {o.count(MATCHED)} matched, {o.count(NEW)} new, "
         f"{o.count(GONE)} gone{'' if len(shown) == len(o.ops) else f'; top {len(shown)}'})"
     )
-    t = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
-    t.add_column("op, input dims and types", overflow="fold")
-    t.add_column("calls", justify="right", no_wrap=True)
-    t.add_column(f"ms/{per}", justify="right", no_wrap=True)
-    t.add_column("Δ ms", justify="right", no_wrap=True)
-    t.add_column("Δ", justify="right", no_wrap=True)
-    t.add_column("TFLOP/s", justify="right", no_wrap=True)
-    t.add_column("roof %", justify="right", no_wrap=True)
-    for c, shapes in zip(shown, op_shapes_text(shown), strict=True):
-        name = Group(Text(c.op, overflow="fold"), Text("  " + shapes, style="dim", overflow="fold"))
-        t.add_row(
-            name,
+    cols = [
+        Col("op, input dims and types", elastic=True, floor=24, shrink=_op_cells),
+        Col("calls", right=True),
+        Col(f"ms/{per}", right=True),
+        Col("Δ ms", right=True),
+        Col("Δ", right=True),
+        Col("TFLOP/s", right=True, drop=2),
+        Col("roof %", right=True, drop=1),
+    ]
+    rows = [
+        [
+            f"{c.op}\n  {shapes}",
             f"{c.count_before:,}→{c.count_after:,}",
             f"{_ms(c.per_step_before_ns)}→{_ms(c.per_step_after_ns)}",
             _signed_ms(c.delta_per_step_ns),
             _rel(c),
             f"{_rate(c.tflops_before)}→{_rate(c.tflops_after)}",
             f"{_pct(c.roof_share_before)}→{_pct(c.roof_share_after)}",
-        )
-    return t
+        ]
+        for c, shapes in zip(shown, op_shapes_text(shown), strict=True)
+    ]
+    return title, fitted(cols, rows, width)
 
 
-def _modules_table(o: OpDiff, per: str, top: int) -> Table:
+def _module_paths(cells: list[str], width: int) -> list[str]:
+    """Module paths within `width`: wrapped after a `/` or `.`, never shortened."""
+    return ["\n".join(_wrap(c, width, ("/", "."))) for c in cells]
+
+
+def _modules_table(o: OpDiff, per: str, top: int, width: int) -> tuple[str, Fitted]:
     shown = o.modules[: top if top > 0 else None]
     cut = "" if len(shown) == len(o.modules) else f"; top {len(shown)}"
     title = f"modules by |Δ| ({len(o.modules)} in both{cut})"
-    t = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
-    t.add_column("module (rolled up)", overflow="fold")
-    t.add_column(f"ms/{per} before", justify="right", no_wrap=True)
-    t.add_column("after", justify="right", no_wrap=True)
-    t.add_column("Δ ms", justify="right", no_wrap=True)
-    t.add_column("Δ", justify="right", no_wrap=True)
-    for c in shown:
-        t.add_row(
-            Text(c.path, overflow="fold"),
+    cols = [
+        Col("module (rolled up)", elastic=True, floor=24, shrink=_module_paths),
+        Col(f"ms/{per} before", right=True),
+        Col("after", right=True),
+        Col("Δ ms", right=True),
+        Col("Δ", right=True),
+    ]
+    rows = [
+        [
+            c.path,
             _ms(c.per_step_before_ns),
             _ms(c.per_step_after_ns),
             _signed_ms(c.delta_per_step_ns),
             _rel(c),
-        )
-    return t
+        ]
+        for c in shown
+    ]
+    return title, fitted(cols, rows, width)
 
 
 def _render_ops(o: OpDiff, per: str, console: Console, top: int) -> None:
@@ -329,10 +408,10 @@ def _render_ops(o: OpDiff, per: str, console: Console, top: int) -> None:
     ptext = f" at {prec}" if prec and o.precision_before == o.precision_after else ""
     console.print(Text(f"MFU{ptext} {_share2(o.mfu_before)} → {_share2(o.mfu_after)}{dtext}"))
     if o.ops:
-        console.print(Constrain(_ops_table(o, per, top), OPS_WIDTH))
+        _show(console, *_ops_table(o, per, top, console.width))
     if o.modules:
         console.print()
-        console.print(Constrain(_modules_table(o, per, top), OPS_WIDTH))
+        _show(console, *_modules_table(o, per, top, console.width))
 
 
 def _share2(v: float | None) -> str:
@@ -348,25 +427,27 @@ def _render_device(d: DeviceDiff, console: Console, top: int) -> None:
     console.print(
         Text(f"goodput {format_share(d.goodput_before)} → {format_share(d.goodput_after)}{dtext}")
     )
-    t = Table(box=None, pad_edge=False, header_style="bold")
-    t.add_column(f"ms per {d.per}")
-    t.add_column("before", justify="right")
-    t.add_column("after", justify="right")
-    t.add_column("Δ", justify="right")
-    rows = list(d.breakdown) + [
+    cols = [
+        Col(f"ms per {d.per}", elastic=True, floor=12),
+        Col("before", right=True),
+        Col("after", right=True),
+        Col("Δ", right=True),
+    ]
+    changes = list(d.breakdown) + [
         Change(f"  └ idle: {c.name}", c.before_ns, c.after_ns) for c in d.idle_causes
     ]
     if d.step_mean is not None and d.step_median is not None:
-        rows += [d.step_mean, d.step_median]
-    for c in rows:
-        t.add_row(c.name, _ms(c.before_ns), _ms(c.after_ns), _signed_ms(c.delta_ns))
-    t.add_row(
-        f"launches per {d.per}",
-        f"{d.launches_before:,.1f}",
-        f"{d.launches_after:,.1f}",
-        f"{d.launches_after - d.launches_before:+,.1f}",
+        changes += [d.step_mean, d.step_median]
+    rows = [[c.name, _ms(c.before_ns), _ms(c.after_ns), _signed_ms(c.delta_ns)] for c in changes]
+    rows.append(
+        [
+            f"launches per {d.per}",
+            f"{d.launches_before:,.1f}",
+            f"{d.launches_after:,.1f}",
+            f"{d.launches_after - d.launches_before:+,.1f}",
+        ]
     )
-    console.print(t)
+    _show(console, None, fitted(cols, rows, console.width))
     for title, items in (
         ("slower", d.slower),
         ("faster", d.faster),
@@ -375,7 +456,7 @@ def _render_device(d: DeviceDiff, console: Console, top: int) -> None:
     ):
         if items:
             console.print()
-            console.print(_kernel_table(f"{title} ({len(items)})", items, top))
+            _show(console, f"{title} ({len(items)})", _kernel_table(items, top, console.width))
     console.print(
         Text(
             f"{d.unchanged} operations unchanged (under {100 * MIN_REL_CHANGE:.0f} % or "
@@ -392,8 +473,10 @@ def _render_device(d: DeviceDiff, console: Console, top: int) -> None:
 def render_diff(diff: TraceDiff, console: Console, top: int = 10) -> None:
     """Print the comparison: goodput, categories, step time, launches, kernels, ops.
 
-    The MFU, op and module changes come where both sides carry the model view. The op and
-    module tables fit in `OPS_WIDTH` columns: names and shapes wrap, numbers are never cut.
+    The MFU, op and module changes come where both sides carry the model view. Every table
+    fits the console's width (`badput.report.table.fitted`): names give way (kernel names
+    are shortened and told apart, shapes and module paths wrap), then low-value columns drop
+    with a note naming them; numbers are never cut.
 
     Args:
         diff: the comparison.

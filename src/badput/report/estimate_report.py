@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from typing import Any
 
 import msgspec
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from badput.estimate.cost import BadputCost
@@ -15,8 +15,9 @@ from badput.estimate.hardware import GpuSpec
 from badput.estimate.infer import InferEstimate
 from badput.estimate.memory import MemoryEstimate
 from badput.estimate.train import TrainEstimate
+from badput.report.table import Col, fitted
 
-__all__ = ["document", "encode", "render"]
+__all__ = ["document", "encode", "render", "wrap_cells"]
 
 Row = tuple[str, str, str]
 
@@ -122,11 +123,22 @@ def _memory_rows(e: MemoryEstimate) -> list[Row]:
         ("weights", _gb(e.weights_bytes), "per GPU"),
         ("gradients", _gb(e.grads_bytes), "per GPU"),
         ("optimizer states", _gb(e.optimizer_bytes), "per GPU"),
-        ("activations", _gb(e.activations_bytes), e.activations_formula),
+        (
+            "activations",
+            _gb(e.activations_bytes),
+            e.activations_formula if e.activations_bytes is not None else "not counted",
+        ),
         ("total", _gb(e.total_bytes), "per GPU"),
     ]
-    if e.fits is not None:
-        rows.append(("fits", "yes" if e.fits else "NO", f"{e.gpu}: {_gb(e.gpu_memory_bytes)}"))
+    if e.verdict is not None and e.margin_bytes is not None and e.gpu_memory_bytes is not None:
+        left = "left" if e.margin_bytes >= 0 else "over"
+        how = (
+            f"{e.gpu}: {_gb(e.gpu_memory_bytes)} - {_gb(e.reserved_bytes)} CUDA context - "
+            f"{_gb(e.total_bytes)} total = {_gb(abs(e.margin_bytes))} {left}"
+        )
+        if not e.activations_counted:
+            how += "; activations not counted"
+        rows.append(("fit", e.verdict, how))
     return rows
 
 
@@ -150,7 +162,13 @@ def _infer_rows(e: InferEstimate) -> list[Row]:
             f"{e.decode_bound}-bound, {e.decode_tokens_per_s:,.0f} tok/s on {e.gpus} GPU(s), "
             f"step {1000 * e.decode_step_s:.2f} ms",
         ),
-        ("fits", "yes" if e.fits else "NO", f"{e.gpus} x {e.gpu}"),
+        (
+            "fit",
+            e.verdict,
+            f"{e.gpus} x {e.gpu}: {_gb(abs(e.margin_bytes))} "
+            f"{'left' if e.margin_bytes >= 0 else 'over'} after weights, KV cache and "
+            "the CUDA context",
+        ),
     ]
     return rows
 
@@ -178,10 +196,8 @@ def _cost_rows(c: BadputCost) -> list[Row]:
     return rows
 
 
-def _gpu_table(gpus: list[GpuSpec]) -> Table:
-    t = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("key", "bf16", "fp8", "fp4", "memory", "HBM GB/s", "link GB/s", "TDP W"):
-        t.add_column(col, justify="left" if col == "key" else "right", no_wrap=True)
+def _gpu_rows(gpus: list[GpuSpec]) -> list[list[str]]:
+    rows = []
     for g in gpus:
 
         def peak(p: str, g: GpuSpec = g) -> str:
@@ -194,23 +210,53 @@ def _gpu_table(gpus: list[GpuSpec]) -> Table:
             link = f"{g.interconnect_gbs:,.0f}"
         else:
             link = "PCIe" if g.interconnect == "PCIe only" else "?"  # unverified
-        t.add_row(
-            g.key,
-            peak("bf16"),
-            peak("fp8"),
-            peak("fp4"),
-            f"{g.memory_bytes / 1e9:,.0f} GB",
-            f"{g.memory_bw_gbs:,.0f}",
-            link,
-            f"{g.tdp_w:,.0f}",
+        rows.append(
+            [
+                g.key,
+                peak("bf16"),
+                peak("fp8"),
+                peak("fp4"),
+                f"{g.memory_bytes / 1e9:,.0f} GB",
+                f"{g.memory_bw_gbs:,.0f}",
+                link,
+                f"{g.tdp_w:,.0f}",
+            ]
         )
-    return t
+    return rows
+
+
+_GPU_COLS = (
+    Col("key", elastic=True, floor=10),
+    Col("bf16", right=True),
+    Col("fp8", right=True),
+    Col("fp4", right=True, drop=2),
+    Col("memory", right=True),
+    Col("HBM GB/s", right=True),
+    Col("link GB/s", right=True, drop=3),
+    Col("TDP W", right=True, drop=1),
+)
+
+
+def wrap_cells(cells: list[str], width: int) -> list[str]:
+    """Prose cells folded onto lines of `width` at spaces: a word (a number) is never cut."""
+    return [
+        "\n".join(textwrap.wrap(c, width, break_long_words=False, break_on_hyphens=False)) or c
+        for c in cells
+    ]
 
 
 def render(kind: str, result: object, console: Console) -> None:
-    """Print an estimate as a table: what, value, and how it was computed."""
+    """Print an estimate as a table: what, value, and how it was computed.
+
+    The table fits the console (`badput.report.table.fitted`): the "how" column folds onto
+    more lines before any number is shortened.
+    """
+    width = console.width
     if isinstance(result, list):
-        console.print(_gpu_table(result))
+        fit = fitted(_GPU_COLS, _gpu_rows(result), width)
+        console.print(fit.table)
+        if (note := fit.note()) is not None:
+            console.print(Text(note, style="dim"))
         console.print(
             Text(
                 "dense peak TFLOP/s (no sparsity); * no bf16: fp16 shown; "
@@ -226,18 +272,13 @@ def render(kind: str, result: object, console: Console) -> None:
         BadputCost: _cost_rows,
     }
     rows = builders[type(result)](result)  # type: ignore[operator]
-    table = Table(
-        box=None,
-        pad_edge=False,
-        header_style="bold",
-        title=f"badput estimate {kind}",
-        title_justify="left",
+    cols = (
+        Col("", elastic=True, floor=12, shrink=wrap_cells),
+        Col("value", right=True),
+        Col("how", elastic=True, floor=20, shrink=wrap_cells, style="dim"),
     )
-    table.add_column("")
-    table.add_column("value", justify="right")
-    table.add_column("how", style="dim")
-    for label, value, how in rows:
-        table.add_row(label, value, how)
-    console.print(table)
+    fit = fitted(cols, [list(r) for r in rows], width)
+    console.print(Text(f"badput estimate {kind}", style="bold"))
+    console.print(fit.table)
     for note in getattr(result, "notes", []):
         console.print(Text(f"note: {note}", style="yellow"))

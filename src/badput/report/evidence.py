@@ -9,12 +9,21 @@ from __future__ import annotations
 
 from badput.diagnose import Finding
 from badput.diagnose.findings import Evidence
-from badput.report.units import format_bytes
+from badput.report.units import format_bytes, plural
 
 __all__ = ["evidence_items", "evidence_label", "evidence_line", "evidence_value"]
 
 # Words a key spells short, and their long form in a label.
-_WORDS = {"p90": "p90", "fp32": "FP32", "us": "us", "mb": "MB", "gpus": "GPUs"}
+_WORDS = {
+    "p90": "p90",
+    "fp32": "FP32",
+    "us": "us",
+    "mb": "MB",
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "cpu": "CPU",
+    "10us": "10 us",
+}
 
 
 def evidence_label(key: str) -> str:
@@ -49,11 +58,13 @@ def evidence_value(ev: Evidence) -> str:
         return f"{v} {ev.unit}".strip()
     if ev.unit == "B":
         return format_bytes(float(v))
+    if ev.unit == "%":  # a share: one decimal, as every report prints shares
+        return f"{float(v):,.1f} %"
     text = _number(v)
     if not ev.unit:
         return text
-    if ev.unit in ("%", "x"):
-        return f"{text} {ev.unit}" if ev.unit == "%" else f"{text}x"
+    if ev.unit == "x":
+        return f"{text}x"
     return f"{text} {ev.unit}"
 
 
@@ -70,4 +81,5 @@ def evidence_line(f: Finding, limit: int = 4) -> str | None:
         return None
     shown = " · ".join(f"{label} {value}" for label, value in items[:limit])
     more = len(items) - limit
-    return "evidence: " + shown + (f" · {more} more in --format json" if more > 0 else "")
+    tail = f" · {plural(more, 'more item')} in --format json" if more > 0 else ""
+    return "evidence: " + shown + tail

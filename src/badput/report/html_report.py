@@ -3,12 +3,18 @@
 Everything is drawn from the compact `JobResult` that `badput analyze` renders, so the file
 grows with the steps, ranks and kernels listed, never with the events. Every string that comes
 from a trace (paths, kernel names, GPU names, warnings) goes through `html.escape`; nothing
-links to the network (no CDN, no fonts, no scripts).
+is loaded from the network (no CDN, no fonts, no scripts): the only URLs are the findings'
+http(s) references, as links a reader may follow.
+
+The colours are Okabe and Ito's colour-blind-safe palette, one hue per part (docs/html_report.md
+says which colour stands for what, and why it is safe); each legend comes before the drawings
+that use it.
 
 Two timelines per GPU: the window's time axis with each step at its place (its parts drawn
-as totals), and, for the typical (median-length) and the longest step, the GPU's busy and idle
-pieces in time order, coloured by kind and idle cause (`analysis.segments`, computed in the
-worker from the analysis's interval sets; pieces under 1/2,000 of the step are only counted).
+as totals), and, for the median-length step and the longest step (labelled so, the median
+first), the GPU's busy and idle pieces in time order, coloured by kind and idle cause
+(`analysis.segments`, computed in the worker from the analysis's interval sets; pieces under
+1/2,000 of the step are only counted, and drawn as one grey band).
 
 Per GPU, the critical path (`analysis.critical_path`): its length split by part in one bar,
 the ops with the most time on it, and the queue depth of each stream over the typical step
@@ -22,6 +28,7 @@ import math
 import os
 import statistics
 from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit
 
 from badput import __version__
 from badput.analysis.critical_path import CriticalPath
@@ -30,9 +37,10 @@ from badput.analysis.launch import QueueSeries
 from badput.analysis.memory import MemoryTimeline
 from badput.analysis.ops import NO_MODULE, STAGES, ModelAnalysis, ModuleRow, OpRow
 from badput.analysis.ranks import RankSummary
-from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses, ratio
+from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses, KernelStat, ratio
 from badput.analysis.segments import SEGMENT_KINDS, StepSegments
-from badput.diagnose import Finding, Job, JobResult
+from badput.diagnose import Finding, Job, JobResult, RankOutcome
+from badput.report.evidence import evidence_items
 from badput.report.json_report import memory_of
 from badput.report.names import distinct_names
 from badput.report.text import OP_COLUMNS, attribution_lines, job_title, mfu_line, op_cells
@@ -63,38 +71,81 @@ _FINDINGS_SHOWN = 10
 _MAX_ROOFLINE_OPS = 200
 _MAX_ICICLE_RECTS = 1500
 _ICICLE_DEPTH = 6
+# The column of `OP_COLUMNS` with an op's GPU time; its share of the GPU time follows it.
+_OP_MS_COLUMN = 4
 # Width of the shortened kernel names in the top-ops table (the full name is its tooltip).
 _KERNEL_NAME_WIDTH = 48
 
-#: The parts a window is split into, in drawing order: (key, label, colour).
+#: Okabe & Ito's colour-universal-design palette ("Color Universal Design (CUD): how to make
+#: figures and presentations that are friendly to colorblind people", 2008): eight colours
+#: chosen to stay apart for protan, deutan and tritan viewers. docs/html_report.md shows what
+#: each colour stands for and the distances tests/test_html_palette.py checks.
+OKABE_ITO = {
+    "orange": "#E69F00",
+    "sky blue": "#56B4E9",
+    "bluish green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish purple": "#CC79A7",
+    "black": "#000000",
+}
+_OI = OKABE_ITO
+
+#: The parts a window is split into, in drawing order: (key, label, colour). GPU work in the
+#: cool hues (green, blue, sky blue), idle time by cause in the warm ones; every part its
+#: own hue. `parts_for` names the trace's runtime in the runtime part's label.
 PARTS: tuple[tuple[str, str, str], ...] = (
-    ("compute", "compute", "#2e9e44"),
-    ("communication", "exposed communication", "#8e44ad"),
-    ("memory", "memory (memcpy/memset)", "#2f6fb0"),
-    ("idle_dataloader", "idle: DataLoader", "#e74c3c"),
-    ("idle_cpu", "idle: host in CPU ops", "#f39c12"),
-    ("idle_runtime", "idle: CUDA runtime/driver", "#c0392b"),
-    ("idle_other", "idle: host outside any op", "#95a5a6"),
+    ("compute", "compute", _OI["bluish green"]),
+    ("communication", "exposed communication", _OI["blue"]),
+    ("memory", "memory (memcpy/memset)", _OI["sky blue"]),
+    ("idle_dataloader", "idle: DataLoader", _OI["vermillion"]),
+    ("idle_cpu", "idle: host in CPU ops", _OI["orange"]),
+    ("idle_runtime", "idle: CUDA runtime/driver", _OI["reddish purple"]),
+    ("idle_other", "idle: host outside any op", _OI["yellow"]),
 )
+
+#: Where a step's pieces are too short to draw one by one: a neutral grey no part uses
+#: (greys keep their place under every colour-vision deficiency; this one is the grey
+#: farthest from every part's colour, see docs/html_report.md).
+SHORT_PIECES_COLOUR = "#CCCCCC"
 
 _LABELS = {key: label for key, label, _ in PARTS}
 
+
+def parts_for(runtime: str = "CUDA") -> tuple[tuple[str, str, str], ...]:
+    """`PARTS` with the runtime part named after the trace's GPU runtime ("CUDA", "HIP")."""
+    return tuple(
+        (key, label.replace("CUDA", runtime) if key == "idle_runtime" else label, colour)
+        for key, label, colour in PARTS
+    )
+
+
+def _runtime_of(devices: Iterable[DeviceAnalysis]) -> str:
+    """The GPU runtime of some GPUs (`DeviceAnalysis.runtime_api`): "CUDA", "HIP", "CUDA/HIP"."""
+    return "/".join(sorted({d.runtime_api for d in devices})) or "CUDA"
+
+
 #: The parts of a critical path's length (`critical_path.BREAKDOWN_KEYS`): (key, label,
-#: colour), in the report's palette (host work orange, the runtime's delay red, GPU work by
-#: kind as in `PARTS`, waiting greys).
+#: colour), in the report's palette: host work orange as the host's CPU ops, the runtime's
+#: delay reddish purple as the runtime's idle part, GPU work by kind as in `PARTS`, kernel
+#: gaps yellow as idle time outside any op, sync waits black.
 PATH_PARTS: tuple[tuple[str, str, str], ...] = (
-    ("host", "host", "#f39c12"),
-    ("launch_delay", "launch delay", "#c0392b"),
-    ("gpu_compute", "GPU compute", "#2e9e44"),
-    ("gpu_communication", "GPU communication", "#8e44ad"),
-    ("gpu_memory", "GPU memcpy/memset", "#2f6fb0"),
-    ("kernel_gap", "kernel gap", "#95a5a6"),
-    ("sync_wait", "sync wait", "#5d6d7e"),
+    ("host", "host", _OI["orange"]),
+    ("launch_delay", "launch delay", _OI["reddish purple"]),
+    ("gpu_compute", "GPU compute", _OI["bluish green"]),
+    ("gpu_communication", "GPU communication", _OI["blue"]),
+    ("gpu_memory", "GPU memcpy/memset", _OI["sky blue"]),
+    ("kernel_gap", "kernel gap", _OI["yellow"]),
+    ("sync_wait", "sync wait", _OI["black"]),
 )
 #: Ops listed under the critical path.
 _PATH_OPS = 10
 #: Colours of the queue-depth lines, one per stream (repeating).
-_QUEUE_COLOURS = ("#2f6fb0", "#e67e22", "#2e9e44", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d")
+_QUEUE_COLOURS = tuple(
+    _OI[c]
+    for c in ("blue", "orange", "bluish green", "reddish purple", "vermillion", "sky blue", "black")
+)
 
 PAGE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;
@@ -113,11 +164,17 @@ td.name{max-width:640px;overflow-wrap:anywhere;font-family:monospace;font-size:1
 .sev-high{color:#c0392b;font-weight:600}.sev-medium{color:#d68910}.sev-low{color:#777}
 .note{color:#8a6d00;font-size:13px}
 table.ops td:nth-child(n+4){white-space:nowrap}
-table.ops th:nth-child(-n+3),table.ops td:nth-child(-n+3),table.ops th:nth-child(n+8),
-table.ops td:nth-child(n+8){text-align:left}
-table.ops td:nth-child(2),table.ops td:nth-child(9){font-family:monospace;font-size:12px;
+table.ops th:nth-child(-n+3),table.ops td:nth-child(-n+3),table.ops th:nth-child(n+9),
+table.ops td:nth-child(n+9){text-align:left}
+table.ops td:nth-child(2),table.ops td:nth-child(10){font-family:monospace;font-size:12px;
 overflow-wrap:anywhere}
-table.ops td:nth-child(9){white-space:normal;max-width:360px}
+table.ops td:nth-child(10){white-space:normal;max-width:360px}
+.legend i.swatch{outline:1px solid rgba(0,0,0,.25)}
+.legend span{white-space:nowrap}
+dl.evidence{display:grid;grid-template-columns:max-content auto;gap:0 12px;margin:2px 0 4px 12px;
+font-size:12px}
+dl.evidence dt{color:#555}dl.evidence dd{margin:0}
+.step-label{margin:10px 0 2px}
 .wide{overflow-x:auto}
 """
 
@@ -171,11 +228,14 @@ def _segments(
     return "".join(out)
 
 
-def _legend(palette: Sequence[tuple[str, str, str]] = PARTS) -> str:
+def _legend(palette: Sequence[tuple[str, str, str]] = PARTS, css_class: str = "parts") -> str:
+    """The colour of each part, before the drawings that use it (`data-key`: the part)."""
     items = "".join(
-        f'<span><i style="background:{c}"></i>{_e(label)}</span>' for _, label, c in palette
+        f'<span data-key="{_e(key)}"><i class="swatch" style="background:{c}"></i>'
+        f"{_e(label)}</span>"
+        for key, label, c in palette
     )
-    return f'<div class="legend">{items}</div>'
+    return f'<div class="legend {css_class}-legend">{items}</div>'
 
 
 def _stacked_bars(
@@ -209,7 +269,7 @@ def _stacked_bars(
     )
 
 
-def _timeline(d: DeviceAnalysis) -> str:
+def _timeline(d: DeviceAnalysis, palette: Sequence[tuple[str, str, str]] = PARTS) -> str:
     """The window's time axis with each step at its place; parts inside a step are totals."""
     steps = d.steps[:_MAX_STEPS]
     width, h = 1070, 28
@@ -221,7 +281,7 @@ def _timeline(d: DeviceAnalysis) -> str:
         x0 = (s.start_ns - d.window_start_ns) * scale
         body.append(
             f'<g class="timeline-step"><title>{_e(s.name)}: {_ms(s.dur_ns)} ms</title>'
-            f"{_segments(parts_ns(s.breakdown, s.idle_causes), x0, scale, 2, h - 4)}"
+            f"{_segments(parts_ns(s.breakdown, s.idle_causes), x0, scale, 2, h - 4, palette)}"
             f'<line x1="{x0:.2f}" x2="{x0:.2f}" y1="0" y2="{h}" stroke="#222" '
             'stroke-width="0.5"/></g>'
         )
@@ -245,6 +305,19 @@ def html_table(head: Iterable[str], rows: Iterable[Iterable[str]], name_col: boo
     return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(trs)}</tbody></table>"
 
 
+def _reference(ref: str) -> str:
+    """A finding's reference: a link when it is an http(s) URL, else text; escaped either way.
+
+    Only `http:` and `https:` URLs with a host become links (never `javascript:`, `data:` or
+    a relative path), and `rel="noreferrer"` keeps the report's location from the site.
+    """
+    url = ref.strip()
+    parts = urlsplit(url) if not any(c.isspace() or ord(c) < 32 for c in url) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        return f"<code>{_e(ref)}</code>"
+    return f'<a href="{_e(url)}" rel="noreferrer noopener">{_e(url)}</a>'
+
+
 def _findings(findings: Sequence[Finding], with_where: bool = False) -> str:
     if not findings:
         return "<p>No finding worth a change.</p>"
@@ -254,18 +327,21 @@ def _findings(findings: Sequence[Finding], with_where: bool = False) -> str:
         if with_where and f.trace:
             rank = f" rank {f.rank}" if f.rank is not None else ""
             where = f" <small>({_e(os.path.basename(f.trace))}{rank}, GPU {f.device})</small>"
-        evidence = ", ".join(
-            f"{_e(k)} = {_e(v.value)}{' ' + _e(v.unit) if v.unit else ''}"
-            for k, v in f.evidence.items()
+        evidence = "".join(
+            f"<dt>{_e(label)}</dt><dd>{_e(value)}</dd>" for label, value in evidence_items(f)
         )
         fixes = "".join(f"<li>{_e(x)}</li>" for x in f.fix)
-        refs = "".join(f"<li><code>{_e(r)}</code></li>" for r in f.refs)
+        refs = "".join(f"<li>{_reference(r)}</li>" for r in f.refs)
         items.append(
             f'<li class="finding"><span class="sev-{_e(f.severity)}">[{_e(f.severity)}]</span> '
             f"<b>{_e(f.title)}</b> <code>{_e(f.id)}</code>{where}<br>"
             f"saves {_ms(f.savings_ns)} ms per step ({100 * f.savings_share:.1f} %)"
-            f"<br><small>evidence: {evidence}</small>"
-            f"<div>fix:<ol>{fixes}</ol></div>"
+            + (
+                f'<div><small>evidence:</small><dl class="evidence">{evidence}</dl></div>'
+                if evidence
+                else ""
+            )
+            + f"<div>fix:<ol>{fixes}</ol></div>"
             + (f"<div><small>references:</small><ul>{refs}</ul></div>" if refs else "")
             + "</li>"
         )
@@ -274,12 +350,17 @@ def _findings(findings: Sequence[Finding], with_where: bool = False) -> str:
     return f'<ol class="findings">{"".join(items)}</ol>{tail}'
 
 
-def _step_pieces(seg: StepSegments) -> str:
-    """One step's busy and idle pieces in time order, on its own time axis."""
+def _step_pieces(
+    seg: StepSegments, which: str, palette: Sequence[tuple[str, str, str]] = PARTS
+) -> str:
+    """One step's busy and idle pieces in time order, on its own time axis.
+
+    `which` says which step it is ("median step", "longest step").
+    """
     width, h = 1070, 28
     scale = width / seg.dur_ns
-    colours = {key: colour for key, _, colour in PARTS}
-    labels = {key: label for key, label, _ in PARTS}
+    colours = {key: colour for key, _, colour in palette}
+    labels = {key: label for key, label, _ in palette}
     body = []
     for code, off, length in zip(seg.kind, seg.offset_ns, seg.length_ns, strict=True):
         key = SEGMENT_KINDS[code]
@@ -291,17 +372,18 @@ def _step_pieces(seg: StepSegments) -> str:
         )
     hidden = (
         f" · {seg.hidden:,} pieces under {_ms(seg.dur_ns / 2000)} ms ({_ms(seg.hidden_ns)} "
-        "ms in all) are drawn together in light grey"
+        "ms in all) are drawn together in grey"
         if seg.hidden
         else ""
     )
     return (
-        f"<p><small>{_e(seg.step)}: {_ms(seg.dur_ns)} ms{hidden}</small></p>"
+        f'<p class="step-label"><b>{_e(which)}</b> <small>{_e(seg.step)}: '
+        f"{_ms(seg.dur_ns)} ms{hidden}</small></p>"
         f'<svg class="plot step-pieces" width="{width}" height="{h + 14}" '
         f'viewBox="0 0 {width} {h + 14}" role="img" aria-label="step timeline">'
-        # Under the pieces: light grey where only pieces too short to draw one by one lie.
+        # Under the pieces: grey where only pieces too short to draw one by one lie.
         f'<rect class="short-pieces" x="0" y="2" width="{width}" height="{h - 4}" '
-        f'fill="#d9d9d9"><title>pieces under {_ms(seg.dur_ns / 2000)} ms, of any kind'
+        f'fill="{SHORT_PIECES_COLOUR}"><title>pieces under {_ms(seg.dur_ns / 2000)} ms, of any kind'
         "</title></rect>"
         f'{"".join(body)}<text x="0" y="{h + 12}" font-size="10">0 ms</text>'
         f'<text x="{width}" y="{h + 12}" font-size="10" text-anchor="end">'
@@ -310,7 +392,7 @@ def _step_pieces(seg: StepSegments) -> str:
 
 
 #: Colours of the memory plot's curves.
-_ALLOCATED_COLOUR, _RESERVED_COLOUR = "#2f6fb0", "#e67e22"
+_ALLOCATED_COLOUR, _RESERVED_COLOUR = _OI["blue"], _OI["orange"]
 
 
 def memory_plot(m: MemoryTimeline, caption: str | None = None, entries: bool = False) -> str:
@@ -377,15 +459,28 @@ def memory_plot(m: MemoryTimeline, caption: str | None = None, entries: bool = F
     )
 
 
-#: Colours of the waterfall's stages (`badput.analysis.ops.STAGES`), and of the peak.
+#: Colours of the waterfall's stages (`badput.analysis.ops.STAGES`), as their parts in
+#: `PARTS` where there is one (idle, communication, memory copies, achieved = compute), and of
+#: the peak.
 _STAGE_COLOURS = dict(
     zip(
         STAGES,
-        ("#e74c3c", "#8e44ad", "#2f6fb0", "#95a5a6", "#f39c12", "#d68910", "#2e9e44"),
+        tuple(
+            _OI[c]
+            for c in (
+                "vermillion",
+                "blue",
+                "sky blue",
+                "yellow",
+                "orange",
+                "reddish purple",
+                "bluish green",
+            )
+        ),
         strict=True,
     )
 )
-_PEAK_COLOUR = "#7f8c8d"
+_PEAK_COLOUR = "#666666"
 
 
 def waterfall_plot(m: ModelAnalysis) -> str:
@@ -518,6 +613,7 @@ def roofline_plot(m: ModelAnalysis) -> str:
                 f'text-anchor="end">{_tick_label(t)}</text>'
             )
     lines = []
+    roof = _OI["vermillion"]
     if bw:
         for prec, peak in sorted(roofs.items(), key=lambda kv: -kv[1]):
             ridge = peak / bw
@@ -526,18 +622,18 @@ def roofline_plot(m: ModelAnalysis) -> str:
                 pts[0] = (y_lo / bw, y_lo)
             points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
             lines.append(
-                f'<polyline class="roof" fill="none" stroke="#c0392b" stroke-width="1.5" '
+                f'<polyline class="roof" fill="none" stroke="{roof}" stroke-width="1.5" '
                 f'points="{points}"><title>{_e(prec)} roof: {peak:,.1f} TFLOP/s, '
                 f"{bw:,.2f} TB/s, ridge at {ridge:,.1f} FLOP/byte</title></polyline>"
                 f'<text x="{left + plot_w + 4}" y="{py(peak) + 3:.1f}" font-size="10" '
-                f'fill="#c0392b">{_e(prec)} {peak:,.1f}</text>'
+                f'fill="{roof}">{_e(prec)} {peak:,.1f}</text>'
             )
     biggest = max(r.kernel_ns for r in ops)
     dots = []
     for r in sorted(ops, key=lambda r: -r.kernel_ns):
         assert r.intensity is not None and r.tflops_per_s is not None
         radius = max(2.0, 14 * math.sqrt(r.kernel_ns / biggest))
-        colour = "#2f6fb0" if r.bound == "compute" else "#e67e22"
+        colour = _OI["blue"] if r.bound == "compute" else _OI["orange"]
         cells = op_cells(r)
         tip = (
             f"{r.op} {cells[1]} {cells[2]}: {r.count:,} calls, {_ms(r.kernel_ns)} ms, "
@@ -556,8 +652,8 @@ def roofline_plot(m: ModelAnalysis) -> str:
         f'<svg class="plot roofline" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="ops on the roofline">'
         f"{''.join(axis)}{''.join(lines)}{''.join(dots)}</svg>"
-        '<div class="legend"><span><i style="background:#2f6fb0"></i>compute-bound</span>'
-        '<span><i style="background:#e67e22"></i>memory-bound or unknown</span>'
+        f'<div class="legend"><span><i style="background:{_OI["blue"]}"></i>compute-bound</span>'
+        f'<span><i style="background:{_OI["orange"]}"></i>memory-bound or unknown</span>'
         "<span>dot area: GPU time</span></div>"
     )
 
@@ -632,8 +728,10 @@ def module_icicle(modules: list[ModuleRow], total_ns: int) -> str:
     )
 
 
-def _op_row_html(r: OpRow, kernel: str) -> list[str]:
+def _op_row_html(r: OpRow, kernel: str, gpu_ns: int) -> list[str]:
+    """One op row: `OP_COLUMNS`, its share of `gpu_ns` after its GPU time, its main kernel."""
     cells = [_e(c) for c in op_cells(r)]
+    cells.insert(_OP_MS_COLUMN + 1, _pct(r.kernel_ns, gpu_ns))
     full = r.kernels[0] if r.kernels else ""
     cells.append(f'<span title="{_e(full)}">{_e(kernel)}</span>' if full else "–")
     return cells
@@ -649,9 +747,13 @@ def _model_html(d: DeviceAnalysis, m: ModelAnalysis, top: int) -> str:
         kernels = distinct_names([r.kernels[0] if r.kernels else "" for r in shown],
                                  _KERNEL_NAME_WIDTH)  # fmt: skip
         out.append("<h3>Top ops</h3>")
+        head = list(OP_COLUMNS)
+        head.insert(_OP_MS_COLUMN + 1, "% of GPU time")
+        # An op's GPU time holds its copies too: its share is of all the window's GPU work.
+        gpu_ns = m.attributed_ns + m.unattributed_ns
         table = html_table(
-            (*OP_COLUMNS, "main kernel"),
-            (_op_row_html(r, k) for r, k in zip(shown, kernels, strict=True)),
+            (*head, "main kernel"),
+            (_op_row_html(r, k, gpu_ns) for r, k in zip(shown, kernels, strict=True)),
             name_col=True,
         )
         out.append('<div class="wide">' + table.replace("<table>", '<table class="ops">', 1))
@@ -686,13 +788,13 @@ def _critical_path(d: DeviceAnalysis, cp: CriticalPath) -> str:
         "<h3>Critical path</h3><p><small>The longest chain of dependent work through the "
         "window: host time, launch delays, GPU work, kernel gaps and sync waits along it "
         "(<code>badput annotate</code> draws it on the trace).</small></p>",
+        _legend(PATH_PARTS, "path"),
         _stacked_bars(
             [("critical path", cp.breakdown_ns, cp.length_ns)],
             "path-bar",
             "critical path breakdown",
             PATH_PARTS,
         ),
-        _legend(PATH_PARTS),
         f'<p class="path-length">length <b>{_ms(cp.length_ns)} ms</b>{per_step}</p>',
     ]
     if cp.top_ops:
@@ -758,6 +860,52 @@ def queue_plot(series: Sequence[QueueSeries], span: tuple[int, int] | None = Non
     )
 
 
+def _median_first(segments: Sequence[StepSegments]) -> list[tuple[str, StepSegments]]:
+    """The drawn steps as (label, step), the median first.
+
+    `analysis.segments.pick_steps` gives the median-length step and the longest in time order.
+    """
+    if len(segments) == 1:
+        return [("median step (also the longest)", segments[0])]
+    longest = max(segments, key=lambda s: (s.dur_ns, s.start_ns))
+    rest = [("median step", s) for s in segments if s is not longest]
+    return [*rest, ("longest step", longest)]
+
+
+def _kernel_table(d: DeviceAnalysis, top: int) -> str:
+    """The top GPU operations: count, total and mean time, and their share of kernel time.
+
+    The share is of `DeviceAnalysis.kernel_ns`, the kernels' time in the window summed over
+    streams; memcpy and memset are not kernels, so their rows have none.
+    """
+    kernels = d.kernels[:top] if top > 0 else d.kernels
+
+    def share(k: KernelStat) -> str:
+        return "–" if k.category == "memory" else _pct(k.total_ns, d.kernel_ns)
+
+    table = html_table(
+        ("name", "category", "count", "total ms", "% of kernel time", "mean us"),
+        (
+            (
+                _e(k.name),
+                _e(k.category),
+                f"{k.count:,}",
+                _ms(k.total_ns),
+                share(k),
+                f"{k.mean_ns / 1000:,.1f}",
+            )
+            for k in kernels
+        ),
+        name_col=True,
+    )
+    return (
+        "<h3>Top GPU operations</h3>"
+        + table.replace("<table>", '<table class="kernels">', 1)
+        + f"<p><small>% of kernel time: of the {_ms(d.kernel_ns)} ms of kernels in the window "
+        "(summed over streams; memcpy and memset are not kernels).</small></p>"
+    )
+
+
 def _device(
     d: DeviceAnalysis,
     findings: Sequence[Finding],
@@ -776,31 +924,35 @@ def _device(
         out += [f'<p class="note">note: {_e(w)}</p>' for w in d.warnings]
         out.append("</section>")
         return "".join(out)
+    palette = parts_for(d.runtime_api)
     window = parts_ns(d.breakdown, d.idle_causes)
     out.append(
         f'<p>goodput <b class="goodput">{format_share(d.goodput)}</b> of a '
         f"{_ms(d.window_ns)} ms window</p>"
     )
-    out.append(_stacked_bars([("window", window, d.window_ns)], "window-bar", "window breakdown"))
+    # The legend before the first drawing: the colours are read before the bars.
+    out.append(_legend(palette))
+    out.append(
+        _stacked_bars([("window", window, d.window_ns)], "window-bar", "window breakdown", palette)
+    )
     if d.steps:
         shown = d.steps[:_MAX_STEPS]
         out.append("<h3>Steps</h3>")
         if len(d.steps) > len(shown):
             out.append(f'<p class="note">the first {len(shown)} of {len(d.steps)} steps</p>')
         rows = [(s.name, parts_ns(s.breakdown, s.idle_causes), s.dur_ns) for s in shown]
-        out.append(_stacked_bars(rows, "step-bar", "breakdown per step"))
+        out.append(_stacked_bars(rows, "step-bar", "breakdown per step", palette))
         out.append(
             "<h3>Timeline</h3><p><small>Steps at their place in the window; inside a step the "
             "parts are totals, not their order in time.</small></p>"
         )
-        out.append(_timeline(d))
+        out.append(_timeline(d, palette))
         if segments:
             out.append(
-                "<h3>Inside a step</h3><p><small>What the GPU did, in time order: the typical "
-                "(median-length) step and the longest one.</small></p>"
+                "<h3>Inside a step</h3><p><small>What the GPU did, in time order: the median "
+                "step (the typical one) and the longest one.</small></p>"
             )
-            out += [_step_pieces(seg) for seg in segments]
-    out.append(_legend())
+            out += [_step_pieces(seg, which, palette) for which, seg in _median_first(segments)]
     cp = d.critical_path
     if cp is not None and cp.length_ns > 0:
         out.append(_critical_path(d, cp))
@@ -809,29 +961,13 @@ def _device(
     out.append("<h3>What to fix first</h3>")
     out.append(_findings(findings))
     if d.kernels and top != 0:
-        out.append("<h3>Top GPU operations</h3>")
-        kernels = d.kernels[:top] if top > 0 else d.kernels
-        out.append(
-            html_table(
-                ("name", "category", "count", "total ms", "mean us"),
-                (
-                    (
-                        _e(k.name),
-                        _e(k.category),
-                        f"{k.count:,}",
-                        _ms(k.total_ns),
-                        f"{k.mean_ns / 1000:,.1f}",
-                    )
-                    for k in kernels
-                ),
-                name_col=True,
-            )
-        )
+        out.append(_kernel_table(d, top))
     if d.model is not None and top != 0:
         out.append(_model_html(d, d.model, top))
     out.append(
         f"<p>communication: {_ms(d.comm.total_ns)} ms, of which "
-        f"{_ms(d.comm.overlapped_ns)} ms hidden under compute</p>"
+        f"{_ms(d.comm.overlapped_ns)} ms ({_pct(d.comm.overlapped_ns, d.comm.total_ns)}) "
+        "hidden under compute</p>"
     )
     for w in d.warnings:
         out.append(f'<p class="note">note: {_e(w)}</p>')
@@ -849,15 +985,34 @@ def _collectives(summaries: Sequence[RankSummary]) -> str:
                     _e(s.rank if s.rank is not None else "–"),
                     f"{c.count:,}",
                     _ms(c.total_ns),
+                    _pct(c.total_ns, s.window_ns),
                     _ms(c.exposed_ns),
+                    _pct(c.exposed_ns, s.window_ns),
                     f"{c.busbw_gbps:,.1f}" if c.busbw_gbps is not None else "–",
                 )
             )
     if not rows:
         return ""
-    return "<h2>Communication</h2>" + html_table(
-        ("collective", "rank", "kernels", "total ms", "exposed ms", "busbw GB/s"), rows
+    head = (
+        "collective",
+        "rank",
+        "kernels",
+        "total ms",
+        "% of window",
+        "exposed ms",
+        "exposed % of window",
+        "busbw GB/s",
     )
+    return (
+        "<h2>Communication</h2>"
+        + html_table(head, rows).replace("<table>", '<table class="collectives">', 1)
+        + "<p><small>% of window: of the rank's analysis window.</small></p>"
+    )
+
+
+def _active(outcomes: Iterable[RankOutcome]) -> list[DeviceAnalysis]:
+    """The GPUs with activity of some traces."""
+    return [d for o in outcomes for d in o.devices if d.goodput is not None]
 
 
 def summary_numbers(job: JobResult) -> dict[str, object]:
@@ -891,11 +1046,12 @@ def _cards(job: JobResult) -> str:
     step = n["step_median_ns"]
     gpus = n["gpus"]
     assert isinstance(gpus, list)
+    labels = {key: label for key, label, _ in parts_for(_runtime_of(_active(job.analysed)))}
     cards = [
         ("goodput", format_share(goodput if isinstance(goodput, float) else None)),
         (
             "top badput",
-            f"{_e(_LABELS[str(top_key)])} ({100 * share:.1f} %)"
+            f"{_e(labels[str(top_key)])} ({100 * share:.1f} %)"
             if top_key is not None and isinstance(share, float)
             else "–",
         ),
@@ -918,7 +1074,12 @@ def _ranks(job: Job) -> str:
     rows = [
         (f"rank {s.rank}", parts_ns(s.breakdown, s.idle_causes), s.window_ns) for s in summaries
     ]
-    out = ["<h2>Per rank</h2>", _stacked_bars(rows, "rank-bar", "breakdown per rank"), _legend()]
+    palette = parts_for(_runtime_of(_active(job.analysed)))
+    out = [
+        "<h2>Per rank</h2>",
+        _legend(palette),
+        _stacked_bars(rows, "rank-bar", "breakdown per rank", palette),
+    ]
     cross = job.cross
     if cross is not None and cross.stragglers:
         out.append(
@@ -972,10 +1133,12 @@ def render_html(job: JobResult, top: int = 10) -> str:
         "<h1>badput report</h1>",
         _cards(job),
     ]
+    jobs = job.jobs or [Job(job.outcomes, job.cross)]
+    if len(jobs) == 1:  # the job's own findings first: the other findings follow from them
+        parts.append(_job_findings(job, jobs[0], unplaced=True))
     for o in job.analysed:
         for w in o.warnings:
             parts.append(f'<p class="note">note: {_e(os.path.basename(o.path))}: {_e(w)}</p>')
-    jobs = job.jobs or [Job(job.outcomes, job.cross)]
     many = sum(len(o.devices) for o in job.analysed) > _MAX_DEVICE_SECTIONS
     if len(jobs) > 1:
         parts.append(
@@ -984,6 +1147,7 @@ def render_html(job: JobResult, top: int = 10) -> str:
     for i, part in enumerate(jobs):
         if len(jobs) > 1:
             parts.append(f'<h2 class="job">{_e(job_title(part, i, len(jobs)))}</h2>')
+            parts.append(_job_findings(job, part))
             parts += [f'<p class="note">note: {_e(n)}</p>' for n in part.notes]
         parts += _job_parts(job, part, top, many)
     if job.failed:
@@ -994,13 +1158,32 @@ def render_html(job: JobResult, top: int = 10) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def is_job_level(f: Finding) -> bool:
+    """Whether a finding is about the job rather than one GPU: a straggler, or `device == -1`."""
+    return f.id == "straggler" or f.device == -1
+
+
+def _job_findings(job: JobResult, part: Job, unplaced: bool = False) -> str:
+    """The job-level findings of one job, with where each was found.
+
+    A straggler comes first: the other ranks' waiting is its doing. `unplaced` adds the
+    findings of no trace (`trace == ""`).
+    """
+    found = [f for f in job.findings_of(part) if is_job_level(f)]
+    if unplaced:
+        found += [f for f in job.diagnosis.ranked if not f.trace and f not in found]
+    if not found:
+        return ""
+    found.sort(key=lambda f: f.id != "straggler")  # stable: ranked order otherwise
+    return '<section class="job-findings"><h2>Across ranks</h2>' + (
+        _findings(found, with_where=True) + "</section>"
+    )
+
+
 def _job_parts(job: JobResult, part: Job, top: int, many: bool) -> list[str]:
-    """One job: its findings across ranks (a straggler first), ranks, GPUs, collectives."""
+    """One job after its job-level findings: ranks, GPUs, the GPUs' findings, collectives."""
     found = job.findings_of(part)
     out = []
-    job_level = [f for f in found if f.id == "straggler"]
-    if job_level:  # the straggler first: the other ranks' waiting is its doing
-        out += ["<h2>Across ranks</h2>", _findings(job_level, with_where=True)]
     out.append(_ranks(part))
     devices = [
         (d, f, o.segments[i] if i < len(o.segments) else [], memory_of(o, d.device))
@@ -1015,28 +1198,59 @@ def _job_parts(job: JobResult, part: Job, top: int, many: bool) -> list[str]:
             "<p><small>per-GPU sections are left out above "
             f"{_MAX_DEVICE_SECTIONS} GPUs; --format json has them all</small></p>"
         )
-        out.append(_findings([f for f in found if f.id != "straggler"], True))
+        out.append(_findings([f for f in found if not is_job_level(f)], True))
     out.append(_collectives([s for o in part.analysed for s in o.summaries]))
     return out
 
 
-def _diff_device(d: DeviceDiff, top: int) -> str:
-    """One GPU pair of a diff: goodput, parts and step time before and after, kernels, ops."""
+def _relative(delta: float, before: float) -> str:
+    """A change as a signed percentage of its BEFORE value; `–` where BEFORE is zero."""
+    r = ratio(delta, before)
+    return "–" if r is None else f"{100 * r:+.1f} %".replace("-", "−")
+
+
+#: A side's GPU name when the trace records none.
+_NO_GPU_NAME = "no GPU name in the trace"
+
+
+def _diff_side(label: str, trace: str, device: int, gpu: str | None) -> str:
+    """One side of a GPU pair: `before file · GPU 0 (name)`; no name where `gpu` is None."""
+    name = f' (<span class="gpu-name">{_e(gpu)}</span>)' if gpu is not None else ""
+    return (
+        f'<span class="side side-{label}"><small>{label}</small> '
+        f"<code>{_e(os.path.basename(trace))}</code> · GPU {device}{name}</span>"
+    )
+
+
+def _diff_device(
+    d: DeviceDiff, top: int, gpus: tuple[str | None, str | None] = (None, None)
+) -> str:
+    """One GPU pair of a diff: goodput, parts and step time before and after, kernels, ops.
+
+    `gpus` names the GPU of each side (before, after); None where the trace does not.
+    """
 
     def signed(ns: float) -> str:
         return f"{'+' if ns >= 0 else '−'}{_ms(abs(ns))}"
 
     gp = f"{format_share(d.goodput_before)} → {format_share(d.goodput_after)}"
     rows = [
-        (_e(c.name), _ms(c.before_ns), _ms(c.after_ns), signed(c.delta_ns))
+        (
+            _e(c.name),
+            _ms(c.before_ns),
+            _ms(c.after_ns),
+            signed(c.delta_ns),
+            _relative(c.delta_ns, c.before_ns),
+        )
         for c in [*d.breakdown, *d.idle_causes, *(x for x in (d.step_mean, d.step_median) if x)]
     ]
     out = [
-        f'<section class="diff-device"><h2>{_e(os.path.basename(d.trace_before))} GPU '
-        f"{d.device_before} → {_e(os.path.basename(d.trace_after))} GPU {d.device_after}</h2>",
+        f'<section class="diff-device"><h2>'
+        f"{_diff_side('before', d.trace_before, d.device_before, gpus[0])} → "
+        f"{_diff_side('after', d.trace_after, d.device_after, gpus[1])}</h2>",
         f'<p>goodput <b class="goodput">{gp}</b> · steps {d.steps_before} → {d.steps_after} · '
         f"GPU operations per {_e(d.per)} {d.launches_before:,.0f} → {d.launches_after:,.0f}</p>",
-        html_table((f"ms per {_e(d.per)}", "before", "after", "change"), rows),
+        html_table((f"ms per {_e(d.per)}", "before", "after", "change", "change %"), rows),
     ]
     for title, items in (
         ("slower", d.slower),
@@ -1050,13 +1264,14 @@ def _diff_device(d: DeviceDiff, top: int) -> str:
             out.append("<p>none</p>")
             continue
         table = html_table(
-            ("name", "category", "count", f"ms per {_e(d.per)}", "mean us"),
+            ("name", "category", "count", f"ms per {_e(d.per)}", "change %", "mean us"),
             (
                 (
                     _e(k.name),
                     _e(k.category),
                     f"{k.count_before:,} → {k.count_after:,}",
                     f"{_ms(k.per_step_before_ns)} → {_ms(k.per_step_after_ns)}",
+                    _relative(k.delta_per_step_ns, k.per_step_before_ns),
                     f"{k.mean_before_ns / 1e3:,.1f} → {k.mean_after_ns / 1e3:,.1f}",
                 )
                 for k in shown
@@ -1167,13 +1382,24 @@ def _diff_ops_html(d: DeviceDiff, top: int) -> str:
     return "".join(out)
 
 
-def render_diff_html(diff: TraceDiff, top: int = 10) -> str:
+def render_diff_html(
+    diff: TraceDiff,
+    top: int = 10,
+    *,
+    before: Sequence[DeviceAnalysis] = (),
+    after: Sequence[DeviceAnalysis] = (),
+) -> str:
     """`badput diff` as one self-contained HTML document (the same style as the report).
 
     Args:
         diff: the comparison of two traces.
         top: kernels listed per group (0: all).
+        before: the BEFORE analyses `diff` was made from, for each side's GPU name (a
+            `DeviceDiff` carries the trace file and device index only); without them the
+            headers name the trace files and device indexes only.
+        after: the AFTER analyses.
     """
+    names = {(a.trace, a.device): a.gpu or _NO_GPU_NAME for a in (*before, *after)}
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -1182,6 +1408,16 @@ def render_diff_html(diff: TraceDiff, top: int = 10) -> str:
         "<h1>badput diff</h1>",
     ]
     parts += [f'<p class="note">note: {_e(w)}</p>' for w in diff.warnings]
-    parts += [_diff_device(d, top) for d in diff.devices]
+    parts += [
+        _diff_device(
+            d,
+            top,
+            (
+                names.get((d.trace_before, d.device_before)),
+                names.get((d.trace_after, d.device_after)),
+            ),
+        )
+        for d in diff.devices
+    ]
     parts.append(f"<p><small>badput {_e(__version__)}</small></p></body></html>")
     return "".join(parts)

@@ -28,6 +28,7 @@ from badput.bench.ab import ABResult, exit_code
 from badput.bench.deterministic import CheckResult
 from badput.diagnose import Finding, Job, JobResult
 from badput.diagnose.gates import GateCheck
+from badput.report.evidence import evidence_line
 from badput.report.names import distinct_names
 from badput.report.text import (
     _CAUSES,
@@ -46,13 +47,14 @@ from badput.report.text import (
     critical_path_lines,
     graph_savings_text,
     job_title,
+    kernel_window_note,
     launch_line,
     memory_summary,
     mfu_line,
     op_cells,
     rank_cells,
 )
-from badput.report.units import NOT_AVAILABLE, format_share
+from badput.report.units import NOT_AVAILABLE, format_share, plural
 from badput.report.units import format_ms as _ms
 
 __all__ = [
@@ -68,8 +70,10 @@ __all__ = [
 MAX_BYTES = 512 * 1024
 # Rows of any one table (kernels with --top 0, bench verdicts) before "N more".
 _MAX_ROWS = 50
-# Widest a kernel name, an op name or an op's shapes gets in a table cell.
-_NAME_WIDTH = 80
+# Widest a kernel name, an op name or an op's shapes gets in a table cell. A page has room:
+# a kernel name keeps every salient template argument (`badput.report.names`), a copy's name
+# its memory kinds.
+_NAME_WIDTH = 120
 _OP_WIDTH = 48
 # Characters that mean something in GFM inline text or tables; escaped with a backslash, which
 # CommonMark allows before any ASCII punctuation.
@@ -133,6 +137,10 @@ def _finding_lines(findings: list[Finding], with_where: bool = False) -> list[st
             f"{graph_savings_text(f)}. "
             f"Fix: {fix}"
         )
+        evidence = evidence_line(f)
+        if evidence is not None:  # the item's second paragraph: blank line, indented under it
+            text = md_escape(evidence[0].upper() + evidence[1:])
+            lines += ["", "   " + text.replace("--format json", "`--format json`")]
     more = len(findings) - _FINDINGS_SHOWN
     if more > 0:
         lines.append(f"\n{more} more in `--format json`.")
@@ -145,7 +153,7 @@ def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> lis
         lines.append(f"**Goodput {NOT_AVAILABLE}**: {md_escape(d.goodput_undefined_reason or '')}.")
         lines += [f"- note: {md_escape(w)}" for w in d.warnings[:_MAX_NOTES]]
         return [*lines, ""]
-    steps = f"{len(d.steps)} steps, " if d.steps else ""
+    steps = f"{plural(len(d.steps), 'step')}, " if d.steps else ""
     lines.append(
         f"**Goodput {format_share(d.goodput)}** · window {_ms(d.window_ns)} ms "
         f"({steps}{_WINDOW_SOURCE[d.window_source]})"
@@ -194,9 +202,12 @@ def _device_section(d: DeviceAnalysis, top: int, findings: list[Finding]) -> lis
         lines += _table(
             ("top GPU operations", "category", "count", "total ms", "mean us"), "llrrr", rows
         )
+        note = md_escape(kernel_window_note(d))
+        lines.append(f"\n{note[0].upper()}{note[1:]}.")
         wanted = len(d.kernels) if top <= 0 else min(top, len(d.kernels))
         if wanted > len(shown):
-            lines.append(f"\n{wanted - len(shown)} more operations in `--format json`.")
+            more = plural(wanted - len(shown), "more operation")
+            lines.append(f"\n{more} in `--format json`.")
     if d.model is not None:
         lines += _model_lines(d, d.model, top)
     if d.critical_path is not None and d.critical_path.length_ns > 0:
@@ -227,7 +238,7 @@ def _model_lines(d: DeviceAnalysis, m: ModelAnalysis, top: int) -> list[str]:
         lines += [""]
         lines += _table(("top ops", *OP_COLUMNS[1:]), "lllrrrrl", rows)
         if len(m.ops) > len(shown):
-            lines.append(f"\n{len(m.ops) - len(shown)} more ops in `--format json`.")
+            lines.append(f"\n{plural(len(m.ops) - len(shown), 'more op')} in `--format json`.")
     notes = attribution_lines(m)
     if notes:
         lines += ["", " · ".join(md_escape(n) for n in notes)]
@@ -243,7 +254,7 @@ def _value(category: str, v: float | None) -> str:
 def _rank_section(job: Job, cross: CrossRank) -> list[str]:
     summaries = [s for o in job.analysed for s in o.summaries if s.rank is not None]
     worlds = sorted({s.world_size for s in summaries if s.world_size is not None})
-    head = f"### Across {len({s.rank for s in summaries})} ranks"
+    head = f"### Across {plural(len({s.rank for s in summaries}), 'rank')}"
     if worlds:
         head += f" (world size {', '.join(str(w) for w in worlds)})"
     lines = [head, ""]
@@ -298,7 +309,7 @@ def _headline(devices: list[DeviceAnalysis]) -> str:
         stats = d.step_time_stats_ns()
         step = f" · median step {_ms(stats[1])} ms" if stats is not None else ""
         gpu = f" ({md_escape(d.gpu)})" if d.gpu else ""
-        return f"**Goodput {100 * (d.goodput or 0):.1f} %** on 1 GPU{gpu}{step}"
+        return f"**Goodput {100 * (d.goodput or 0):.1f} %** on 1 GPU{gpu}{step}"  # one: singular
     values = sorted((d.goodput or 0.0, i) for i, d in enumerate(known))
     lo, hi = known[values[0][1]], known[values[-1][1]]
 
@@ -307,7 +318,7 @@ def _headline(devices: list[DeviceAnalysis]) -> str:
 
     median = statistics.median(v for v, _ in values)
     return (
-        f"**Goodput {100 * median:.1f} %** (median of {len(known)} GPUs; "
+        f"**Goodput {100 * median:.1f} %** (median of {plural(len(known), 'GPU')}; "
         f"min {100 * (lo.goodput or 0):.1f} % on {where(lo)}, "
         f"max {100 * (hi.goodput or 0):.1f} % on {where(hi)})"
     )
@@ -326,7 +337,7 @@ def _gate_lines(gates: Sequence[GateCheck]) -> list[str]:
     hidden = len(gates) - len(shown)
     if hidden > 0:
         hidden_failed = len(failed) - sum(1 for g in shown if not g.passed)
-        lines.append(f"\n{hidden} more gate checks, {hidden_failed} of them failed.")
+        lines.append(f"\n{plural(hidden, 'more gate check')}, {hidden_failed} of them failed.")
     return [*lines, ""]
 
 
@@ -355,7 +366,7 @@ def analysis_markdown(
     for path, w in notes[:_MAX_NOTES]:
         lines.append(f"- note: {md_escape(path)}: {md_escape(w)}")
     if len(notes) > _MAX_NOTES:
-        lines.append(f"- {len(notes) - _MAX_NOTES} more notes in `--format json`")
+        lines.append(f"- {plural(len(notes) - _MAX_NOTES, 'more note')} in `--format json`")
     if notes:
         lines.append("")
     many = len(devices) > _MAX_DEVICE_SECTIONS
@@ -370,12 +381,14 @@ def analysis_markdown(
             lines += [f"## {md_escape(job_title(part, i, len(parts)))}", ""]
             lines += [f"- note: {md_escape(n)}" for n in part.notes[:_MAX_NOTES]]
             if len(part.notes) > _MAX_NOTES:
-                lines.append(f"- {len(part.notes) - _MAX_NOTES} more notes in `--format json`")
+                more = plural(len(part.notes) - _MAX_NOTES, "more note")
+                lines.append(f"- {more} in `--format json`")
             if part.notes:
                 lines.append("")
         lines += _job_lines(job, part, top, many)
     if job.failed:
-        lines.append(f"**{len(job.failed)} trace(s) could not be analysed:**")
+        failed = plural(len(job.failed), "trace")
+        lines.append(f"**{failed} could not be analysed:**")
         lines.append("")
         for o in job.failed[:_MAX_NOTES]:
             lines.append(f"- {md_escape(o.path)}: {md_escape(o.error or '')}")
@@ -449,7 +462,8 @@ def ab_markdown(result: ABResult, max_bytes: int = MAX_BYTES) -> str:
     lines = [
         f"## badput bench ab: **{_AB_HEADLINE.get(code, 'FAIL')}**",
         "",
-        f"{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
+        f"{plural(counts['regression'], 'regression')}, "
+        f"{plural(counts['improvement'], 'improvement')}, "
         f"{counts['no_change']} no change, {counts['inconclusive']} inconclusive "
         f"(exit code {code}).",
         "",
@@ -478,7 +492,7 @@ def ab_markdown(result: ABResult, max_bytes: int = MAX_BYTES) -> str:
     lines += [
         "",
         f"Alpha {p.alpha:g} (Holm), minimum effect {100 * p.min_effect:g} %, "
-        f"{result.looks} look(s), {result.elapsed_s:,.1f} s.",
+        f"{plural(result.looks, 'look')}, {result.elapsed_s:,.1f} s.",
     ]
     return _bounded(lines, max_bytes)
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from badput import __version__
 from badput.analysis.memory import DeviceMemory, SnapshotAnalysis
 from badput.diagnose.memory import EstimateCheck, MemoryDiagnosis, MemoryFinding
 from badput.report.html_report import PAGE_CSS, html_table, memory_plot
+from badput.report.table import Col, fitted
 from badput.report.units import format_bytes as _bytes
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "memory_document",
     "render_memory",
     "render_memory_html",
+    "site_names",
 ]
 
 MEMORY_SCHEMA = "badput.memory/1"
@@ -114,6 +115,7 @@ def _check(c: EstimateCheck | None) -> dict[str, Any] | None:
         "measured_optimizer_bytes": c.measured_optimizer_bytes,
         "measured_peak_allocated_bytes": c.measured_peak_bytes,
         "static_share_of_peak": c.static_share_of_peak,
+        "measured_peak_share_of_estimate": c.peak_share_of_estimate,
     }
 
 
@@ -190,6 +192,40 @@ def render_memory(analysis: SnapshotAnalysis, diagnosis: MemoryDiagnosis, consol
             console.print(Text(f"   - {step}"))
 
 
+def _site_name(frame: str, width: int) -> str:
+    """A source site (`path/file.py:line:function`) in `width` characters, its numbers whole.
+
+    Whole directories leave the middle of the path first (`/usr/…/nn/module.py:1527:f`); then
+    the function name loses its end; `file.py:line:` itself is never cut (the row wraps).
+    """
+    if len(frame) <= width:
+        return frame
+    head, sep, tail = frame.rpartition("/")
+    if sep:
+        dirs = head.split("/")
+        for keep in range(len(dirs) - 1, 0, -1):
+            front = (keep + 1) // 2
+            back = dirs[len(dirs) - (keep - front) :] if keep > front else []
+            short = "/".join([*dirs[:front], "…", *back]) + "/" + tail
+            if len(short) <= width:
+                return short
+        frame = f"…/{tail}"
+        if len(frame) <= width:
+            return frame
+    parts = frame.split(":")
+    if len(parts) >= 3:
+        keep_text = ":".join(parts[:-1]) + ":"
+        room = width - len(keep_text)
+        if room >= 2:
+            return keep_text + parts[-1][: room - 1] + "…"
+    return frame
+
+
+def site_names(frames: list[str], width: int) -> list[str]:
+    """`_site_name` of each frame (a `Col.shrink` for source-site columns)."""
+    return [_site_name(f, width) for f in frames]
+
+
 def _render_device(d: DeviceMemory, console: Console) -> None:
     console.print(Text(f"\nGPU {d.device}", style="bold"))
     when = f"entry {d.peak_allocated_entry:,} of {d.entries:,}" if d.entries else "at dump time"
@@ -218,46 +254,113 @@ def _render_device(d: DeviceMemory, console: Console) -> None:
         f"largest free block {_bytes(max(e.largest_free_block_bytes, default=0))}; "
         f"{100 * e.below_half_share:.0f} % of segments below half use"
     )
+    width = console.width
     if d.top_sites:
-        table = Table(title="alive at the allocated peak, by source site", title_justify="left")
-        table.add_column("site", overflow="fold")
-        table.add_column("bytes", justify="right")
-        table.add_column("blocks", justify="right")
-        for s in d.top_sites:
-            table.add_row(s.frame, _bytes(s.bytes), f"{s.count:,}")
-        console.print(table)
+        console.print(Text("alive at the allocated peak, by source site", style="bold"))
+        cols: tuple[Col, ...] = (
+            Col("site", elastic=True, floor=24, shrink=site_names),
+            Col("bytes", right=True),
+            Col("blocks", right=True),
+        )
+        rows = [[s.frame, _bytes(s.bytes), f"{s.count:,}"] for s in d.top_sites]
+        console.print(fitted(cols, rows, width).table)
     if d.kinds_at_peak:
         kinds = ", ".join(f"{k} {_bytes(v)}" for k, v in d.kinds_at_peak.items())
         console.print(f"by stack kind: {kinds}")
     if d.entries:
         console.print(f"churn: {d.allocs:,} allocs, {d.frees:,} frees, {d.ooms} OOMs")
     if d.steps is not None:
-        for st in d.steps[:10]:
-            console.print(
-                f"  {st.name}: {st.allocs:,} allocs ({_bytes(st.alloc_bytes)}), {st.frees:,} frees"
-            )
+        cols = (
+            Col("step", elastic=True, floor=16),
+            Col("allocs", right=True),
+            Col("allocated", right=True),
+            Col("frees", right=True),
+        )
+        rows = [
+            [st.name, f"{st.allocs:,}", _bytes(st.alloc_bytes), f"{st.frees:,}"]
+            for st in d.steps[:10]
+        ]
+        console.print(fitted(cols, rows, width).table)
+        if len(d.steps) > 10:
+            console.print(f"{len(d.steps) - 10} more steps: --format json lists them all")
     elif d.entries:
         console.print("per-step churn: unavailable (no ProfilerStep annotations with times)")
-    for sl in d.short_lived[:5]:
-        life = f", {sl.lifetime_us:,} us" if sl.lifetime_us is not None else ""
-        console.print(
-            f"short-lived: {_bytes(sl.bytes)} at {sl.frame}, freed {sl.entries} entries later{life}"
+    if d.short_lived:
+        console.print(Text("large short-lived allocations", style="bold"))
+        cols = (
+            Col("site", elastic=True, floor=24, shrink=site_names),
+            Col("bytes", right=True),
+            Col("freed after entries", right=True),
+            Col("lifetime us", right=True, drop=1),
         )
+        rows = [
+            [
+                sl.frame,
+                _bytes(sl.bytes),
+                f"{sl.entries:,}",
+                "–" if sl.lifetime_us is None else f"{sl.lifetime_us:,}",
+            ]
+            for sl in d.short_lived[:5]
+        ]
+        fit = fitted(cols, rows, width)
+        console.print(fit.table)
+        if (note := fit.note()) is not None:
+            console.print(Text(note, style="dim"))
     for w in d.warnings:
         console.print(Text(f"note: {w}", style="yellow"))
 
 
-def _render_check(c: EstimateCheck, console: Console) -> None:
+def share_text(share: float) -> str:
+    """A share as a percentage with the digits that keep it readable (never `0 %` for > 0)."""
+    pct = 100 * share
+    if pct >= 10 or pct == 0:
+        return f"{pct:,.0f} %"
+    if pct >= 0.1:
+        return f"{pct:.1f} %"
+    return f"{pct:.2g} %"
+
+
+def check_table(c: EstimateCheck) -> tuple[list[Col], list[list[str]]]:
+    """The estimate per GPU: ZeRO-0 and, over several GPUs, the optimizer sharded (ZeRO-1)."""
     e = c.estimate
-    static = e.weights_bytes + e.grads_bytes + e.optimizer_bytes
-    share = f" = {100 * c.static_share_of_peak:.0f} % of it" if c.static_share_of_peak else ""
+    gpus = e.dp * e.tp * e.pp
+    cols = [Col("estimate per GPU", elastic=True, floor=10), Col("ZeRO-0", right=True)]
+    rows = [
+        ["weights", _bytes(e.weights_bytes)],
+        ["gradients", _bytes(e.grads_bytes)],
+        [f"optimizer ({e.bytes_per_param['optimizer']:g} B/param)", _bytes(e.optimizer_bytes)],
+        ["total", _bytes(c.static_bytes)],
+    ]
+    if gpus > 1:
+        cols.append(Col(f"ZeRO-1 over {gpus} GPUs", right=True))
+        sharded = [e.weights_bytes, e.grads_bytes, c.sharded_optimizer_bytes]
+        for row, value in zip(rows, [*sharded, sum(sharded)], strict=True):
+            row.append(_bytes(value))
+    return cols, rows
+
+
+def check_lines(c: EstimateCheck) -> list[str]:
+    """The measured peak as a share of the estimate, in words (after `check_table`)."""
+    share = c.peak_share_of_estimate
+    of = "" if share is None else f" = {share_text(share)} of the {_bytes(c.static_bytes)} estimate"
+    lines = [
+        f"measured allocated peak {_bytes(c.measured_peak_bytes)}{of}",
+        f"optimizer allocations alive at the peak: {_bytes(c.measured_optimizer_bytes)}",
+    ]
+    if share is not None and share < 0.5:
+        lines.append(
+            "the peak is well below the estimate: the model that ran is smaller than --params "
+            "says, or its states live elsewhere (CPU offload, another device)"
+        )
+    return lines
+
+
+def _render_check(c: EstimateCheck, console: Console) -> None:
     console.print(Text("\nbadput estimate memory beside the measured peak", style="bold"))
-    console.print(
-        f"estimated weights {_bytes(e.weights_bytes)} + gradients {_bytes(e.grads_bytes)} + "
-        f"optimizer {_bytes(e.optimizer_bytes)} = {_bytes(static)}; measured allocated peak "
-        f"{_bytes(c.measured_peak_bytes)}{share}; optimizer allocations at the peak "
-        f"{_bytes(c.measured_optimizer_bytes)}"
-    )
+    cols, rows = check_table(c)
+    console.print(fitted(cols, rows, console.width).table)
+    for line in check_lines(c):
+        console.print(Text(line))
 
 
 def _device_html(d: DeviceMemory) -> str:

@@ -12,17 +12,28 @@ arguments the functor and function names (`silu_kernel`, `MulFunctor`), the dtyp
 argument lists are dropped. Names that still print alike are shown around where they differ,
 and as a last resort get a short stable hash suffix (`#a3f`, the first hex digits of the full
 name's SHA-1).
+
+Some traces (ROCm's, Triton's, any kernel launched by symbol) record the Itanium-mangled
+symbol (`_ZN7ck_tile6kentry...`): it is demangled first (`demangle`). A copy's name
+(`Memcpy HtoD (Pinned -> Device)`) keeps its direction and its host memory kind, the part
+that tells a pinned copy from a pageable one, at any width. Elision never cuts a number.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import hashlib
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from badput.report.units import elide_middle
+from badput.report.units import elide_middle, trim_head, trim_tail
 
-__all__ = ["MIN_DISTINCT_WIDTH", "distinct_names", "short_name"]
+__all__ = ["MIN_DISTINCT_WIDTH", "demangle", "distinct_names", "short_name"]
 
 #: Below this width `distinct_names` still keeps each name within the width but can no longer
 #: promise that different names print differently.
@@ -109,6 +120,146 @@ _COMPACT_TYPES = (
 _QUALIFIER = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*::(?!\{)")
 
 
+# libstdc++ (Linux) or libc++ (macOS): both export the Itanium ABI's `__cxa_demangle`.
+_CXX_LIBRARIES = ("libstdc++.so.6", "libc++.1.dylib", "libc++.dylib")
+# Longest symbol handed to the C++ runtime (a trace is untrusted input).
+_MAX_MANGLED = 16_384
+
+
+@functools.cache
+def _cxa_demangle() -> Callable[[str], str | None] | None:
+    """`__cxa_demangle` of the C++ runtime through ctypes, or None where there is none."""
+    if sys.platform == "win32":
+        return None
+    for name in (*_CXX_LIBRARIES, ctypes.util.find_library("stdc++")):
+        if not name:
+            continue
+        try:
+            fn = ctypes.CDLL(name).__cxa_demangle
+            free = ctypes.CDLL(None).free
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_void_p
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                       ctypes.POINTER(ctypes.c_int)]  # fmt: skip
+        free.argtypes = [ctypes.c_void_p]
+        free.restype = None
+        return functools.partial(_call_demangler, fn, free)
+    return None
+
+
+def _call_demangler(fn: Any, free: Any, symbol: str) -> str | None:
+    """One call of `__cxa_demangle`; the buffer it returns is freed here (its contract)."""
+    status = ctypes.c_int(0)
+    out = fn(symbol.encode("utf-8", "replace"), None, None, ctypes.byref(status))
+    if not out:
+        return None
+    try:
+        text: str = ctypes.string_at(out).decode("utf-8", "replace")
+    finally:
+        free(out)
+    return text if status.value == 0 else None
+
+
+_SOURCE_NAME = re.compile(r"(\d+)")
+
+
+def _demangle_nested(symbol: str) -> str | None:
+    """The qualified name of an Itanium symbol, by a small parser: `ck_tile::kentry`.
+
+    Only the leading (possibly nested) name is read: `_Z` `N`? (`St` | length identifier)+.
+    Template and function arguments are left out. None when it does not parse.
+    """
+    i = 2
+    nested = symbol.startswith("N", i)
+    if nested:
+        i += 1
+        while i < len(symbol) and symbol[i] in "rVKRO":  # cv- and ref-qualifiers
+            i += 1
+    parts: list[str] = []
+    while i < len(symbol):
+        if symbol.startswith("St", i):
+            parts.append("std")
+            i += 2
+            continue
+        m = _SOURCE_NAME.match(symbol, i)
+        if m is None:
+            break
+        n = int(m.group(1))
+        start = m.end()
+        if n <= 0 or start + n > len(symbol):
+            return None
+        parts.append(symbol[start : start + n])
+        i = start + n
+        if not nested:
+            break
+    if not parts:
+        return None
+    tail = symbol[i : i + 1]
+    return "::".join(parts) + ("<…>" if tail == "I" else "")
+
+
+@functools.lru_cache(maxsize=8192)
+def demangle(name: str) -> str:
+    """An Itanium-mangled symbol (`_Z...`) as C++; any other name as it is.
+
+    The C++ runtime's `__cxa_demangle` (through ctypes, loaded once) gives the full
+    signature; without it, or where it refuses the symbol, a small parser recovers the
+    qualified name (`ck_tile::kentry<…>`); failing that the name comes back unchanged.
+
+    Example:
+        >>> demangle("_Z10add_kernelPfS_i")
+        'add_kernel(float*, float*, int)'
+        >>> demangle("Memcpy HtoD (Pinned -> Device)")
+        'Memcpy HtoD (Pinned -> Device)'
+    """
+    symbol = name.strip()
+    if not symbol.startswith("_Z") or len(symbol) > _MAX_MANGLED:
+        return name
+    symbol = symbol.split(" ", 1)[0]  # a trailing " [clone ...]" or launch suffix
+    call = _cxa_demangle()
+    if call is not None:
+        try:
+            full = call(symbol)
+        except (OSError, ValueError):  # pragma: no cover - the runtime failed
+            full = None
+        if full:
+            return full
+    return _demangle_nested(symbol) or name
+
+
+# `Memcpy HtoD (Pageable -> Device)`, `Memcpy DtoH (Device -> Pinned)`, `Memset (Device)`: the
+# names the CUDA/ROCm profilers give copies and sets (Kineto's CuptiActivityApi).
+_MEMORY = re.compile(r"^(Memcpy|Memset)\s*(\w+)?\s*\(\s*(\w+)(?:\s*->\s*(\w+))?\s*\)\s*$")
+
+
+def _memory_forms(name: str) -> list[str] | None:
+    """Shorter spellings of a copy's or set's name, each keeping what tells copies apart.
+
+    The direction, and the memory kind of every side that is not `Device` (Pinned,
+    Pageable, Managed...). None for any other name.
+
+    Example:
+        >>> _memory_forms("Memcpy HtoD (Pinned -> Device)")[2:]
+        ['Memcpy HtoD Pinned', 'HtoD Pinned']
+        >>> _memory_forms("Memcpy DtoD (Device -> Device)")[2:]
+        ['Memcpy DtoD', 'DtoD']
+    """
+    m = _MEMORY.match(name.strip())
+    if m is None:
+        return None
+    op, direction, src, dst = m.groups()
+    sides = [src] if dst is None else [src, dst]
+    kinds = [k for k in sides if k != "Device"]
+    if dst is not None and src == dst and src != "Device":
+        kinds = [src]
+    inner = "->".join(sides)
+    head = f"{op} {direction}" if direction else op
+    forms = [name.strip(), f"{head} ({inner})", " ".join([head, *kinds])]
+    forms.append(" ".join([direction or op, *kinds]))
+    return list(dict.fromkeys(forms))
+
+
 def _dtype(ident: str) -> str | None:
     exact = _DTYPE_EXACT.get(ident)
     if exact is not None:
@@ -123,8 +274,8 @@ def _dtype(ident: str) -> str | None:
 
 
 def _clean(name: str) -> str:
-    """The name without `void `, anonymous namespaces and surrounding blanks."""
-    name = name.strip()
+    """The name demangled, without `void `, anonymous namespaces and surrounding blanks."""
+    name = demangle(name).strip()
     if name.startswith("void "):
         name = name[5:]
     return name.replace("(anonymous namespace)::", "").replace("(anonymous namespace)", "")
@@ -310,7 +461,8 @@ def _elide_words(text: str, width: int) -> str | None:
 
     Words without digits go first, then ones with digits, then dtypes, then tile sizes
     (`128x128x64`), each from the right; the first word stays. Runs of dropped words show as
-    `…`. None when the name is not made of words or does not fit even so.
+    `…` (`_…` beside a word ending in a digit). None when the name is not made of words or
+    does not fit even so.
 
     Example:
         >>> _elide_words("volta_scudnn_128x64_stridedB_splitK_xregs_large_nn_v1", 40)
@@ -322,6 +474,12 @@ def _elide_words(text: str, width: int) -> str | None:
     keep = [True] * len(words)
     order = sorted(range(1, len(words)), key=lambda i: (_word_rank(words[i]), -i))
 
+    def gap(before: str, after: str) -> str:
+        # A word's number never touches the `…`: `sm90_…bf16`, not `sm90…bf16`.
+        left = "_" if before[-1:].isdigit() else ""
+        right = "_" if after[:1].isdigit() else ""
+        return left + _ELLIPSIS + right
+
     def render() -> str:
         out: list[str] = []
         dropped = False
@@ -330,10 +488,10 @@ def _elide_words(text: str, width: int) -> str | None:
                 dropped = True
                 continue
             if out:
-                out.append(_ELLIPSIS if dropped else "_")
+                out.append(gap(out[-1], word) if dropped else "_")
             out.append(word)
             dropped = False
-        return "".join(out) + (_ELLIPSIS if dropped else "")
+        return "".join(out) + (gap(out[-1] if out else "", "") if dropped else "")
 
     for n, i in enumerate(order):
         keep[i] = False
@@ -346,6 +504,25 @@ def _elide_words(text: str, width: int) -> str | None:
                         keep[j] = False
             return render()
     return None
+
+
+_DTYPE_SHORT = frozenset([*_DTYPE_EXACT.values(), *(short for _, short in _DTYPE_PATTERNS)])
+
+
+def _elide_args(names: list[str], room: int) -> str:
+    """Template argument names within `room`: dtypes kept whole at the end, the rest elided.
+
+    Example:
+        >>> _elide_args(["ReduceOp", "fp32", "sum_functor"], 25)
+        'ReduceOp…m_functor, fp32'
+    """
+    inner = ", ".join(names)
+    dtypes = [n for n in names if n in _DTYPE_SHORT]
+    rest = [n for n in names if n not in _DTYPE_SHORT]
+    tail = ", " + ", ".join(dtypes)
+    if not dtypes or not rest or len(tail) > room - 6:
+        return elide_middle(inner, room)
+    return elide_middle(", ".join(rest), room - len(tail)) + tail
 
 
 def short_name(name: str, width: int = 60) -> str:
@@ -364,6 +541,9 @@ def short_name(name: str, width: int = 60) -> str:
         'at::native::vectorized_elementwise_kernel<4, AddFunctor, fp32>'
     """
     width = max(width, 1)
+    memory = _memory_forms(name)
+    if memory is not None:
+        return next((m for m in memory if len(m) <= width), elide_middle(memory[-1], width))
     forms = _forms(name)
     for i, c in enumerate(forms.complete):
         if i == forms.names_at and forms.names:
@@ -383,7 +563,7 @@ def short_name(name: str, width: int = 60) -> str:
             words = _elide_words(inner, room)
             if words is not None:
                 return f"{forms.unqualified}<{words}>"
-        return f"{forms.unqualified}<{elide_middle(inner, room)}>"
+        return f"{forms.unqualified}<{_elide_args(forms.names, room)}>"
     if inner and width >= 16:  # the name gives way too: about half each
         args = min(len(inner), (width - 2) // 2)
         return f"{elide_middle(forms.unqualified, width - 2 - args)}<{elide_middle(inner, args)}>"
@@ -399,12 +579,29 @@ def _detail(name: str) -> str:
     return _QUALIFIER.sub("", text)
 
 
+def _in_number(text: str, i: int) -> bool:
+    """Whether `text[i]` is part of a number (a digit, or `.`/`,`/`x` between digits)."""
+    if not 0 <= i < len(text):
+        return False
+    if text[i].isdigit():
+        return True
+    return (
+        text[i] in ".,x"
+        and 0 < i < len(text) - 1
+        and text[i - 1].isdigit()
+        and text[i + 1].isdigit()
+    )
+
+
 def _around(text: str, at: int, width: int) -> str:
-    """`text` within `width`: its head, then the part from the token holding index `at` on."""
+    """`text` within `width`: its head, then the part from the token holding index `at` on.
+
+    A number is kept whole or left out, never cut, and never touches the `…`.
+    """
     if len(text) <= width:
         return text
     if at + 10 <= width - 1:
-        return text[: width - 1] + _ELLIPSIS
+        return trim_head(text[: width - 1]) + _ELLIPSIS
     head = max(min(width // 3, 24), 1)
     room = width - head - 1  # after "head…"
     if room < 4:
@@ -413,12 +610,14 @@ def _around(text: str, at: int, width: int) -> str:
     start = max(text.rfind(sep, 0, at) + len(sep) for sep in (", ", "<", "_", " ", ":"))
     if start < head or at - start > room // 2:
         start = max(at - 2, head)
+    while start > head and (_in_number(text, start) or text[start] in ".,"):
+        start -= 1  # back to the start of the number, and the character before it
     window = text[start:]
     if len(window) > room:
-        window = window[: room - 1] + _ELLIPSIS
+        window = trim_head(window[: room - 1]) + _ELLIPSIS
     else:  # the rest fits: give the head the room left
         head = min(width - 1 - len(window), start)
-    return text[:head] + _ELLIPSIS + window
+    return trim_head(text[:head]) + _ELLIPSIS + trim_tail(window)
 
 
 def _common_prefix(texts: list[str]) -> int:

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from badput import __version__
 from badput.analysis.roofline import KernelRoofline, Roof, RooflineAnalysis, RuleFinding
 from badput.report.html_report import PAGE_CSS, html_table
+from badput.report.names import distinct_names
+from badput.report.table import Col, fitted
 from badput.report.text import _short
 
 __all__ = [
@@ -34,8 +34,18 @@ __all__ = [
 
 SCHEMA = "badput.roofline/1"
 
-_BOUND_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta", "unknown": "dim"}
-_BOUND_COLOUR = {"memory-bound": "#2f6fb0", "compute-bound": "#c0392b", "unknown": "#777777"}
+_BOUND_STYLE = {
+    "memory-bound": "cyan",
+    "compute-bound": "magenta",
+    "latency-bound": "yellow",
+    "unknown": "dim",
+}
+_BOUND_COLOUR = {
+    "memory-bound": "#2f6fb0",
+    "compute-bound": "#c0392b",
+    "latency-bound": "#b7950b",
+    "unknown": "#777777",
+}
 
 
 def _r(value: float | None, digits: int = 9) -> float | None:
@@ -78,6 +88,11 @@ def _kernel(k: KernelRoofline) -> dict[str, Any]:
         "bound_basis": k.bound_basis,
         "precision": k.precision,
         "precision_note": k.precision_note,
+        "precision_basis": k.precision_basis,
+        "bound_note": k.bound_note,
+        "roof_side": k.roof_side,
+        "tensor_ops": None if n.tensor_ops is None else {c: _r(v) for c, v in n.tensor_ops.items()},
+        "tensor_kinds": list(n.tensor_kinds),
         "peak_tflops": _r(k.peak_tflops),
         "peak_dram_gbps": _r(k.roof.peak_gbps),
         "ridge_flop_per_byte": _r(k.ridge_flop_per_byte),
@@ -162,14 +177,59 @@ def _roof_line(roof: Roof, precisions: Sequence[str]) -> str:
     return f"GPU {roof.label} ({roof.how}): DRAM {roof.peak_gbps:,.0f} GB/s, {peaks}"
 
 
+_KERNEL_COLS = (
+    Col("ID", right=True),
+    Col("kernel", elastic=True, floor=12, shrink=distinct_names),
+    Col("roof"),
+    Col("time us", right=True),
+    Col("TFLOP/s", right=True),
+    Col("DRAM GB/s", right=True, drop=1),
+    Col("FLOP/B", right=True, drop=2),
+    Col("bound"),
+    Col("of roof", right=True),
+    Col("SOL SM/mem %", right=True),
+    Col("occ. %", right=True, drop=3),
+)
+
+_FINDING_COLS = (
+    Col("#", right=True),
+    Col("rule", elastic=True, floor=12),
+    Col("on ID", right=True),
+    Col("type", drop=1),
+    Col("est. speedup", right=True),
+    Col("saves us", right=True),
+)
+
+
+def _kernel_row(k: KernelRoofline) -> list[str]:
+    n = k.kernel
+    return [
+        str(n.id),
+        n.name[5:] if n.name.startswith("void ") else n.name,
+        k.precision,
+        _f(None if n.dur_ns is None else n.dur_ns / 1000, ",.1f"),
+        _f(k.achieved_tflops, ".3g"),
+        _f(k.dram_gbps, ",.1f"),
+        _f(k.arithmetic_intensity, ".3g"),
+        k.bound,
+        "–" if k.roof_share is None else f"{100 * k.roof_share:.1f} %",
+        f"{_f(n.sol_compute_pct, '.1f')} / {_f(n.sol_memory_pct, '.1f')}",
+        _f(n.achieved_occupancy_pct, ".1f"),
+    ]
+
+
 def render_roofline(analysis: RooflineAnalysis, console: Console, top: int = 10) -> None:
     """Kernels on their rooflines, then ncu's findings ranked by estimated saving.
+
+    Both tables fit the console (`badput.report.table.fitted`): kernel names give way first,
+    numbers are never cut.
 
     Args:
         analysis: The roofline analysis.
         console: Where to print.
         top: Findings to list (0: all).
     """
+    width = console.width
     console.print(
         f"[bold]badput roofline[/bold]: {analysis.path} ({analysis.page} page, "
         f"{len(analysis.kernels)} kernel{'s' if len(analysis.kernels) != 1 else ''})",
@@ -179,50 +239,12 @@ def render_roofline(analysis: RooflineAnalysis, console: Console, top: int = 10)
     for roof in analysis.roofs:
         used = [k.precision for k in analysis.kernels if k.roof == roof]
         console.print(_roof_line(roof, used), markup=False, highlight=False)
-    head = ["ID", "kernel", "time us", "TFLOP/s", "DRAM GB/s", "FLOP/B", "bound", "of roof"]
-    head += ["SOL SM/mem %", "occ. %"]
-    rows = []
+    fit = fitted(_KERNEL_COLS, [_kernel_row(k) for k in analysis.kernels], width)
+    console.print(fit.table)
+    if (note := fit.note()) is not None:
+        console.print(note, style="dim", markup=False, highlight=False)
     for k in analysis.kernels:
-        n = k.kernel
-        rows.append(
-            [
-                str(n.id),
-                _short(n.name, 44),
-                _f(None if n.dur_ns is None else n.dur_ns / 1000, ",.1f"),
-                _f(k.achieved_tflops, ".3g"),
-                _f(k.dram_gbps, ",.1f"),
-                _f(k.arithmetic_intensity, ".3g"),
-                k.bound,
-                "–" if k.roof_share is None else f"{100 * k.roof_share:.1f} %",
-                f"{_f(n.sol_compute_pct, '.1f')} / {_f(n.sol_memory_pct, '.1f')}",
-                _f(n.achieved_occupancy_pct, ".1f"),
-            ]
-        )
-    widths = [max([len(label)] + [len(r[i]) for r in rows]) for i, label in enumerate(head)]
-    # Numbers keep their width; the kernel name gets what is left, or its own lines below the
-    # table when a narrow terminal leaves it fewer than 16 characters (columns then sit one
-    # space apart instead of two).
-    numbers = sum(w for i, w in enumerate(widths) if i != 1)
-    gap = 2 if console.width - numbers - 2 * (len(head) - 1) >= 16 else 1
-    name_w = console.width - numbers - gap * (len(head) - 1)
-    keep = [i for i in range(len(head)) if i != 1 or name_w >= 16]
-    t = Table(box=None, pad_edge=False, header_style="bold", padding=(0, gap - 1, 0, 1))
-    for i in keep:
-        if i == 1:
-            t.add_column(head[i], no_wrap=True, overflow="ellipsis", max_width=name_w)
-        elif head[i] == "bound":
-            t.add_column(head[i], no_wrap=True, min_width=widths[i])
-        else:
-            t.add_column(head[i], justify="right", no_wrap=True, min_width=widths[i])
-    for k, r in zip(analysis.kernels, rows, strict=True):
-        cells: list[str | Text] = list(r)
-        cells[6] = Text(r[6], style=_BOUND_STYLE[k.bound])
-        t.add_row(*(cells[i] for i in keep))
-    console.print(t)
-    for k in analysis.kernels:
-        basis = _basis(k)
-        name = "" if 1 in keep else f"{_short(k.kernel.name, 60)}; "
-        console.print(f"  ID {k.kernel.id}: {name}{basis}", markup=False, highlight=False)
+        console.print(f"  ID {k.kernel.id}: {_basis(k)}", markup=False, highlight=False)
     shown = analysis.findings if top <= 0 else analysis.findings[:top]
     if shown:
         console.print()
@@ -232,16 +254,23 @@ def render_roofline(analysis: RooflineAnalysis, console: Console, top: int = 10)
             markup=True,
             highlight=False,
         )
+        rows = [
+            [
+                str(i),
+                x.rule.name,
+                str(x.kernel_id),
+                ", ".join(p for p in (x.rule.type, x.rule.speedup_type) if p),
+                f"{_f(x.rule.estimated_speedup_pct, '.2f')} %",
+                _f(x.savings_ns / 1000, ",.1f"),
+            ]
+            for i, x in enumerate(shown, start=1)
+        ]
+        fit = fitted(_FINDING_COLS, rows, width)
+        console.print(fit.table)
+        if (note := fit.note()) is not None:
+            console.print(note, style="dim", markup=False, highlight=False)
         for i, x in enumerate(shown, start=1):
-            kind = ", ".join(p for p in (x.rule.type, x.rule.speedup_type) if p)
-            console.print(
-                f"{i:>3}. {x.rule.name} ({kind}) on ID {x.kernel_id} "
-                f"{_short(x.kernel_name, 40)}: {_f(x.rule.estimated_speedup_pct, '.2f')} %, "
-                f"saves {_f(x.savings_ns / 1000, ',.1f')} us",
-                markup=False,
-                highlight=False,
-            )
-            console.print(f"     {_sentence(x.rule.description)}", markup=False, highlight=False)
+            console.print(f"{i:>3}. {_sentence(x.rule.description)}", markup=False, highlight=False)
         more = len(analysis.findings) - len(shown)
         if more > 0:
             console.print(f"{more} more: --top 0 or --format json lists them all")
@@ -250,25 +279,28 @@ def render_roofline(analysis: RooflineAnalysis, console: Console, top: int = 10)
 
 
 def _basis(k: KernelRoofline) -> str:
-    """How a kernel was placed, in words."""
+    """How a kernel was placed and bounded, in words: the evidence each decision used."""
+    roof = f"roof {k.precision} by {k.precision_basis}: {k.precision_note}"
+    if k.bound == "latency-bound":
+        side = f" (by the roofline alone: {k.roof_side}-bound)" if k.roof_side else ""
+        return f"{roof}; {k.bound_note}{side}"
     share = "; of roof = share of peak DRAM bandwidth" if k.bound == "memory-bound" else ""
     if k.bound_basis == "SOL":
         why = (
             "tensor work is not in the FLOP counters"
-            if k.kernel.tensor_pipe_used
+            if k.kernel.tensor_pipe_used or k.kernel.flops is not None
             else "no FLOP counters in the CSV"
         )
-        return f"bound from ncu's SOL percentages ({why}){share}"
+        return f"{roof}; bound from ncu's SOL percentages ({why}){share}"
     if k.bound_basis == "no FLOPs":
-        return f"no FLOPs counted{share}"
-    return f"roof precision {k.precision}: {k.precision_note}"
+        return f"{roof}; no FLOPs counted{share}"
+    return roof
 
 
-def _sentence(text: str, limit: int = 160) -> str:
-    """The first sentence of a rule text, cut at `limit` characters."""
+def _sentence(text: str) -> str:
+    """The first sentence of a rule text, whole (the console folds it at spaces)."""
     end = text.find(". ")
-    first = text if end < 0 else text[: end + 1]
-    return first if len(first) <= limit else first[: limit - 1] + "…"
+    return text if end < 0 else text[: end + 1]
 
 
 # ---- HTML ----------------------------------------------------------------------------------------
@@ -293,8 +325,17 @@ def _decades(lo: float, hi: float) -> tuple[float, float]:
     return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
 
 
+def _placed(k: KernelRoofline) -> bool:
+    """Whether a kernel has a FLOP count that places it on the intensity axis."""
+    return bool(k.bound_basis == "roofline" and k.arithmetic_intensity and k.achieved_tflops)
+
+
 def _axes(analysis: RooflineAnalysis) -> tuple[float, float, float, float]:
-    """Plot ranges (intensity in FLOP/byte, performance in FLOP/s), whole decades."""
+    """Plot ranges (intensity in FLOP/byte, performance in FLOP/s), whole decades.
+
+    Every kernel's dot lies inside them: a placed kernel's (intensity, FLOP/s), and a hollow
+    dot's height at the left edge (its DRAM share of the memory roof there).
+    """
     xs: list[float] = []
     ys: list[float] = []
     for k in analysis.kernels:
@@ -302,7 +343,8 @@ def _axes(analysis: RooflineAnalysis) -> tuple[float, float, float, float]:
             xs.append(k.ridge_flop_per_byte)
         if k.peak_tflops:
             ys.append(k.peak_tflops * 1e12)
-        if k.bound_basis == "roofline" and k.arithmetic_intensity and k.achieved_tflops:
+        if _placed(k):
+            assert k.arithmetic_intensity is not None and k.achieved_tflops is not None
             xs.append(k.arithmetic_intensity)
             ys.append(k.achieved_tflops * 1e12)
     if not xs:
@@ -310,8 +352,11 @@ def _axes(analysis: RooflineAnalysis) -> tuple[float, float, float, float]:
     x_lo, x_hi = _decades(min(xs) / 100, max(xs) * 10)
     bw = max(r.peak_gbps for r in analysis.roofs) * 1e9
     ys.append(bw * x_lo)
+    for k in analysis.kernels:
+        if not _placed(k) and k.dram_share:
+            ys.append(k.dram_share * k.roof.peak_gbps * 1e9 * x_lo)
     y_lo, y_hi = _decades(min(ys) / 10, max(ys) * 2)
-    y_lo = max(y_lo, y_hi / 1e9)  # nine decades at most: a far outlier stays at the floor
+    y_lo = max(y_lo, y_hi / 1e12)  # twelve decades at most: a far outlier stays at the floor
     return x_lo, x_hi, y_lo, y_hi
 
 
@@ -404,28 +449,31 @@ def _plot(analysis: RooflineAnalysis) -> str:
 def _dot(k: KernelRoofline, s: _Scale) -> str:
     """One kernel: a filled dot at (intensity, FLOP/s); hollow at the left edge without FLOPs.
 
-    A kernel without a FLOP count (none counted, no counters, or tensor work the counters
-    miss) has no place on the intensity axis; it is drawn at the plot's left edge, below the
-    memory roof by its share of peak DRAM bandwidth, so the gap still shows that distance.
+    A kernel without a FLOP count that places it (none counted, no counters, or tensor work the
+    counters miss) has no place on the intensity axis; it is drawn at the plot's left edge,
+    below the memory roof by its share of peak DRAM bandwidth, so the gap still shows that
+    distance. `data-placed` says which: ``flops`` or ``dram-share``.
     """
     n = k.kernel
     colour = _BOUND_COLOUR[k.bound]
     share = "" if k.roof_share is None else f", {100 * k.roof_share:.1f} % of the roof"
-    title = _e(f"{n.name} (ID {n.id}): {k.bound}{share}")
-    if k.bound_basis == "roofline" and k.arithmetic_intensity and k.achieved_tflops:
+    title = _e(f"{n.name} (ID {n.id}): {k.bound}{share}, {k.precision} roof")
+    if _placed(k):
+        assert k.arithmetic_intensity is not None and k.achieved_tflops is not None
         x, y = s.x(k.arithmetic_intensity), s.y(k.achieved_tflops * 1e12)
         return (
-            f'<circle class="kernel-dot" cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{colour}" '
-            f'stroke="#222"><title>{title}</title></circle>'
+            f'<circle class="kernel-dot" data-placed="flops" data-id="{n.id}" cx="{x:.1f}" '
+            f'cy="{y:.1f}" r="5" fill="{colour}" stroke="#222"><title>{title}</title></circle>'
         )
     if k.dram_share is None:
         return ""
     edge = s.x_lo
     y = s.y(k.dram_share * k.roof.peak_gbps * 1e9 * edge)
     return (
-        f'<circle class="kernel-dot" cx="{s.x(edge) + 6:.1f}" cy="{y:.1f}" r="5" fill="none" '
-        f'stroke="{colour}" stroke-width="2"><title>{title}; no FLOP count to place it by: '
-        "drawn at the left edge, below the memory roof by its DRAM share</title></circle>"
+        f'<circle class="kernel-dot" data-placed="dram-share" data-id="{n.id}" '
+        f'cx="{s.x(edge) + 6:.1f}" cy="{y:.1f}" r="5" fill="none" stroke="{colour}" '
+        f'stroke-width="2"><title>{title}; no FLOP count to place it by: drawn at the left '
+        "edge, below the memory roof by its DRAM share</title></circle>"
     )
 
 
@@ -457,6 +505,39 @@ def _bandwidth_bars(analysis: RooflineAnalysis) -> str:
         f'viewBox="0 0 {width} {height}" role="img" aria-label="DRAM bandwidth">'
         f"{''.join(body)}</svg>"
     )
+
+
+def _dram_rows(analysis: RooflineAnalysis) -> list[list[str]]:
+    """The DRAM section's table: every kernel with DRAM bytes, bandwidth or a DRAM SOL %."""
+    rows = []
+    for k in analysis.kernels:
+        n = k.kernel
+        if n.dram_bytes is None and n.dram_bytes_per_s is None and n.dram_throughput_pct is None:
+            continue
+        rows.append(
+            [
+                _name(n.name),
+                str(n.id),
+                _fmt(None if n.dram_bytes is None else n.dram_bytes / 1e6, ",.3f"),
+                _fmt(k.dram_gbps, ",.1f"),
+                _fmt(k.roof.peak_gbps, ",.0f"),
+                _fmt(None if k.dram_share is None else 100 * k.dram_share, ".1f"),
+                _fmt(n.dram_throughput_pct, ".1f"),
+            ]
+        )
+    return rows
+
+
+def _dram_section(analysis: RooflineAnalysis) -> str:
+    rows = _dram_rows(analysis)
+    if not rows:
+        return "<p>No DRAM bytes, bandwidth or DRAM throughput in the CSV.</p>"
+    table = html_table(
+        ["kernel", "ID", "DRAM MB", "GB/s", "peak GB/s", "% of peak", "ncu DRAM SOL %"],
+        rows,
+        name_col=True,
+    )
+    return f'<div class="dram">{table}</div>\n{_bandwidth_bars(analysis)}'
 
 
 def _name(name: str) -> str:
@@ -498,7 +579,8 @@ def render_roofline_html(analysis: RooflineAnalysis, top: int = 0) -> str:
             _fmt(None if k.roof_share is None else 100 * k.roof_share, ".1f"),
             f"{_fmt(k.kernel.sol_compute_pct, '.1f')} / {_fmt(k.kernel.sol_memory_pct, '.1f')}",
             _fmt(k.kernel.achieved_occupancy_pct, ".1f"),
-            _e(f"{k.precision}: {k.precision_note}"),
+            _e(f"{k.precision} (by {k.precision_basis}): {k.precision_note}"),
+            _e(k.bound_note),
         ]
         for k in analysis.kernels
     ]
@@ -527,7 +609,8 @@ def render_roofline_html(analysis: RooflineAnalysis, top: int = 0) -> str:
         "<h2>Roofline</h2>",
         _plot(analysis),
         "<p><small>Blue: memory roof (peak DRAM bandwidth × intensity); red: compute roof of "
-        "each precision used; dashed: ridge. Filled dots: kernels placed by their counted "
+        "each precision used; dashed: ridge. Yellow: latency-bound (compute and memory SOL both "
+        "below 60 %). Filled dots: kernels placed by their counted "
         "FLOPs. Hollow dots: kernels without a FLOP count to place them by (none counted, no "
         "counters in the CSV, or tensor work the counters miss), drawn at the left edge below "
         "the memory roof by their share of peak DRAM bandwidth.</small></p>",
@@ -545,12 +628,13 @@ def render_roofline_html(analysis: RooflineAnalysis, top: int = 0) -> str:
                 "SOL SM / mem %",
                 "occupancy %",
                 "roof precision",
+                "bound evidence",
             ],
             kernel_rows,
             name_col=True,
         ),
-        "<h2>DRAM bandwidth, share of peak</h2>",
-        _bandwidth_bars(analysis),
+        "<h2>DRAM traffic and bandwidth, share of peak</h2>",
+        _dram_section(analysis),
         "<h2>ncu findings</h2>",
         "<p><small>Ranked by estimated saving = ncu's estimated speedup × kernel time; a "
         "'local' estimate is for the part of the kernel the rule inspects, an upper bound."

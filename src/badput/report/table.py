@@ -22,7 +22,7 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
-from badput.report.units import elide_middle
+from badput.report.units import elide_middle, trim_head, trim_tail
 
 __all__ = ["Col", "Fitted", "distinct", "fitted", "fitted_table"]
 
@@ -55,18 +55,19 @@ class Fitted:
         """One line naming the columns left out, or None when all are shown."""
         if not self.dropped:
             return None
-        return "columns left out to fit the terminal: " + ", ".join(self.dropped)
+        names = ", ".join(h.replace("\n", " ") for h in self.dropped)
+        return "columns left out to fit the terminal: " + names
 
 
 def _lines_len(cell: str) -> int:
-    """Width of a cell: of its longest line."""
+    """Width of a cell (or a header): of its longest line."""
     return max(cell_len(line) for line in cell.split("\n"))
 
 
 def _fit_widths(natural: list[int], cols: Sequence[Col], width: int) -> tuple[list[int], int]:
     """Column widths within `width` and how far the table is still over it."""
     widths = [
-        min(n, max(c.cap, cell_len(c.header))) if c.elastic and c.cap is not None else n
+        min(n, max(c.cap, _lines_len(c.header))) if c.elastic and c.cap is not None else n
         for n, c in zip(natural, cols, strict=True)
     ]
     budget = width - GAP * (len(cols) - 1)
@@ -132,23 +133,31 @@ def _around_difference(name: str, others: list[str], width: int) -> str:
         return elide_middle(name, width)
     keep = width - head - 1
     start = max(min(at - keep // 2, len(name) - keep), head)
+    while start > head and (name[start].isdigit() or name[start - 1].isdigit()):
+        start -= 1  # a number where the part kept starts is kept whole
     tail = name[start : start + keep]
     if start + keep < len(name) and keep > 1:
-        tail = tail[:-1] + "…"
-    return name[:head] + "…" + tail
+        tail = trim_head(tail[:-1]) + "…"
+    return trim_head(name[:head]) + "…" + trim_tail(tail)
 
 
-def fitted(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> Fitted:
+def fitted(
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    label_styles: Sequence[str | None] | None = None,
+) -> Fitted:
     """A table that fits `width` columns; numbers are never cut.
 
     Names give way first, then columns drop, then rows wrap (see the module's docstring).
+    `label_styles`, one per row, styles the first cell of each row (a breakdown's colours).
     """
     shown = list(cols)
     table_rows = [list(r) for r in rows]
     dropped: list[str] = []
     while True:
         natural = [
-            max([cell_len(c.header), *(_lines_len(r[i]) for r in table_rows)])
+            max([_lines_len(c.header), *(_lines_len(r[i]) for r in table_rows)])
             for i, c in enumerate(shown)
         ]
         widths, excess = _fit_widths(natural, shown, width)
@@ -177,10 +186,18 @@ def fitted(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> Fi
             style=c.style,
         )
     for r in range(len(table_rows)):  # Text: a trace's `[...]` is shown, never read as markup
-        table.add_row(*(Text(columns[i][r]) for i in range(len(shown))))
+        cells = [Text(columns[i][r]) for i in range(len(shown))]
+        if label_styles is not None and cells and label_styles[r]:
+            cells[0].stylize(label_styles[r] or "")
+        table.add_row(*cells)
     return Fitted(table, dropped, widths)
 
 
-def fitted_table(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> Table:
+def fitted_table(
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    label_styles: Sequence[str | None] | None = None,
+) -> Table:
     """`fitted(...).table`, for tables whose columns never drop."""
-    return fitted(cols, rows, width).table
+    return fitted(cols, rows, width, label_styles).table

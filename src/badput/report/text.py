@@ -6,6 +6,7 @@ import dataclasses
 import os
 import re
 import statistics
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,8 +20,10 @@ from badput.analysis.ops import NO_MODULE, ModelAnalysis, ModuleRow, OpRow
 from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
 from badput.diagnose import Diagnosis, Finding, Job, JobResult, Rule, diagnose_job, outcome_of
+from badput.report.evidence import evidence_line
 from badput.report.names import distinct_names
 from badput.report.table import Col as _Col
+from badput.report.table import distinct, fitted
 from badput.report.table import fitted_table as _fitted
 from badput.report.units import (
     NOT_AVAILABLE,
@@ -28,6 +31,8 @@ from badput.report.units import (
     format_dtypes,
     format_shapes,
     format_share,
+    plural,
+    trim_head,
 )
 from badput.report.units import format_ms as _ms
 from badput.trace.model import Trace
@@ -35,12 +40,14 @@ from badput.trace.model import Trace
 __all__ = [
     "OP_COLUMNS",
     "attribution_lines",
+    "kernel_window_note",
     "mfu_line",
     "module_tree",
     "op_cells",
     "render_job",
     "render_rule",
     "render_text",
+    "wrap_text",
 ]
 
 _FINDINGS_SHOWN = 5
@@ -70,6 +77,41 @@ _CAUSES = (
     ("runtime", "in CUDA runtime/driver calls", "runtime"),
     ("other", "host outside any op", "other"),
 )
+
+
+# A number and its unit, kept on one line when a paragraph wraps ("9.9 %", "1.31 ms").
+_NUMBER_UNIT = re.compile(
+    r"(?<=\d) (?=(?:%|ms|us|ns|s|B|KiB|MiB|GiB|MB|GB|GB/s|TFLOP/s|x|ms/step)(?![\w/]))"
+)
+_KEEP = "\u00a0"  # no-break space: textwrap never breaks at it (only at ASCII blanks)
+
+
+def wrap_text(text: str, width: int, indent: str = "") -> str:
+    r"""`text` folded to `width` columns at blanks, never between a number and its unit.
+
+    Lines after the first start with `indent`. A word longer than the width stays whole
+    (the terminal folds it), so no number is ever split.
+
+    Example:
+        >>> wrap_text("save 9.9 % of the step", 12, "  ")
+        'save 9.9 %\n  of the\n  step'
+    """
+    if width <= len(indent) + 8 or cell_len(text) <= width:
+        return text
+    kept = _NUMBER_UNIT.sub(_KEEP, text.replace(_KEEP, " "))
+    lines = textwrap.wrap(
+        kept,
+        width=width,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return "\n".join(lines).replace(_KEEP, " ")
+
+
+def _para(text: str, width: int, style: str | None = None, indent: str = "") -> Text:
+    """One paragraph of prose as rich text, folded by `wrap_text`."""
+    return Text(wrap_text(text, width, indent), style=style or "")
 
 
 def launch_line(d: DeviceAnalysis) -> str:
@@ -162,7 +204,7 @@ def _short(name: str, width: int = 60) -> str:
         elif depth == 0:
             out.append(ch)
     short = "".join(out)
-    return short if len(short) <= width else short[: width - 1] + "…"
+    return short if len(short) <= width else trim_head(short[: width - 1]) + "…"
 
 
 def _bar(d: DeviceAnalysis) -> Text:
@@ -182,26 +224,36 @@ def _bar(d: DeviceAnalysis) -> Text:
     return bar
 
 
-def _findings(findings: list[Finding], title: str, with_where: bool = False) -> list[Text]:
-    """The top findings, one line each with the first fix."""
+def _headline(number: str, severity: str, rule_id: str, rest: str, width: int) -> Text:
+    """`1. [high] rule-id...`: the finding's first line(s), severity and id styled."""
+    line = Text(wrap_text(f"{number}[{severity}] {rule_id}{rest}", width, "   "))
+    start = len(number)
+    line.stylize(_SEVERITY_STYLE[severity], start, start + len(severity) + 2)
+    line.stylize("bold", start + len(severity) + 3, start + len(severity) + 3 + len(rule_id))
+    return line
+
+
+def _findings(
+    findings: list[Finding], title: str, with_where: bool = False, width: int = 120
+) -> list[Text]:
+    """The top findings: each with its saving, its first fix and its key evidence."""
     if not findings:
         return []
     lines = [Text(""), Text(title, style="bold")]
     for i, f in enumerate(findings[:_FINDINGS_SHOWN], 1):
-        line = Text(f"{i}. ")
-        line.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
-        line.append(f"{f.id}", style="bold")
         where = f" (rank {f.rank})" if with_where and f.rank is not None else ""
-        line.append(f"{where}: {f.title}\n")
-        line.append(
+        lines.append(_headline(f"{i}. ", f.severity, f.id, f"{where}: {f.title}", width))
+        save = (
             f"   save ~{f.savings_ns / 1e6:,.2f} ms/step ({100 * f.savings_share:.1f} %)"
-            f"{graph_savings_text(f)} · fix: {f.fix[0] if f.fix else '-'}",
-            style="dim",
+            f"{graph_savings_text(f)} · fix: {f.fix[0] if f.fix else '-'}"
         )
-        lines.append(line)
+        lines.append(_para(save, width, "dim", "   "))
+        evidence = evidence_line(f)
+        if evidence is not None:
+            lines.append(_para("   " + evidence, width, "dim", "   "))
     more = len(findings) - _FINDINGS_SHOWN
     tail = f"{more} more in --format json; " if more > 0 else ""
-    lines.append(Text(f"{tail}badput explain ID for the full explanation", style="dim"))
+    lines.append(_para(f"{tail}badput explain ID for the full explanation", width, "dim"))
     return lines
 
 
@@ -212,7 +264,7 @@ def graph_savings_text(f: Finding) -> str:
     return f", {f.graph_savings_ns / 1e6:,.2f} ms along the critical path"
 
 
-def _findings_by_rule(findings: list[Finding], gpus: int) -> list[Text]:
+def _findings_by_rule(findings: list[Finding], gpus: int, width: int = 120) -> list[Text]:
     """One line per rule over many GPUs: how many it fires on, the worst, the median."""
     if not findings:
         return []
@@ -223,21 +275,22 @@ def _findings_by_rule(findings: list[Finding], gpus: int) -> list[Text]:
     for i, (rule_id, found) in enumerate(list(by_rule.items())[:_FINDINGS_SHOWN], 1):
         worst = found[0]
         median = statistics.median(f.savings_ns for f in found)
-        line = Text(f"{i}. ")
-        line.append(f"[{worst.severity}] ", style=_SEVERITY_STYLE[worst.severity])
-        line.append(rule_id, style="bold")
-        line.append(f" on {len(found):,} of {gpus:,} GPUs; worst (rank {worst.rank}): ")
-        line.append(f"{worst.title}\n")
-        line.append(
+        rest = (
+            f" on {len(found):,} of {plural(gpus, 'GPU')}; worst (rank {worst.rank}): {worst.title}"
+        )
+        lines.append(_headline(f"{i}. ", worst.severity, rule_id, rest, width))
+        save = (
             f"   save ~{worst.savings_ns / 1e6:,.2f} ms/step ({100 * worst.savings_share:.1f} %) "
             f"at worst, median {median / 1e6:,.2f} ms/step"
-            f" · fix: {worst.fix[0] if worst.fix else '-'}",
-            style="dim",
+            f" · fix: {worst.fix[0] if worst.fix else '-'}"
         )
-        lines.append(line)
+        lines.append(_para(save, width, "dim", "   "))
+        evidence = evidence_line(worst)
+        if evidence is not None:
+            lines.append(_para(f"   worst {evidence}", width, "dim", "   "))
     more = len(by_rule) - _FINDINGS_SHOWN
-    tail = f"{more} more rules in --format json; " if more > 0 else ""
-    lines.append(Text(f"{tail}badput explain ID for the full explanation", style="dim"))
+    tail = f"{plural(more, 'more rule')} in --format json; " if more > 0 else ""
+    lines.append(_para(f"{tail}badput explain ID for the full explanation", width, "dim"))
     return lines
 
 
@@ -279,6 +332,21 @@ def _kernel_table(d: DeviceAnalysis, top: int, width: int) -> Table:
         for name, k in zip(distinct_names(names, _KERNEL_NAME_CAP), shown, strict=True)
     ]
     return _fitted(cols, rows, width)
+
+
+def kernel_window_note(d: DeviceAnalysis) -> str:
+    """What the kernel table's totals count, against the window the breakdown is clipped to.
+
+    A GPU operation is listed when it starts in the window and counted whole, so a kernel
+    that runs past the window's end adds time the breakdown above leaves out (a kernel
+    table row can exceed the window's communication time). Where the analysis measured that
+    time (`kernels_outside_window_ns`), the note gives it.
+    """
+    outside = d.kernels_outside_window_ns
+    basis = "totals: whole GPU operations that start in the window, not clipped to it"
+    if outside > 0:
+        return f"{basis}; {_ms(outside)} ms of them runs past the window's end"
+    return basis
 
 
 #: Columns of the top-ops table (text, Markdown and HTML reports).
@@ -348,11 +416,57 @@ def _compact_shapes(shapes: str) -> str:
     return " · ".join(p if n == 1 else f"{p} ×{n}" for p, n in out)
 
 
+_PART = " · "
+
+
+def _elide_parts(text: str, width: int, around: int | None = None) -> str:
+    """`a · b · c · d` within `width`, whole shapes left out from the middle (`a … d`).
+
+    A shape is a row of numbers: it is shown whole or not at all. With `around`, the part
+    of that index is kept too (where two cells differ). Falls back to middle elision, which
+    never cuts a number either, when not even one whole shape fits.
+    """
+    if cell_len(text) <= width:
+        return text
+    parts = text.split(_PART)
+    n = len(parts)
+    for k in range(n - 1, 0, -1):
+        head = (k + 1) // 2
+        keep = [*range(head), *range(n - (k - head), n)]
+        if around is not None and around not in keep:
+            keep = sorted({*keep[: max(k - 1, 1)], around})
+        shown = "… " if keep[0] else ""
+        for i, j in zip([keep[0] - 1, *keep], keep, strict=False):
+            shown += ("" if j == keep[0] else _PART if j == i + 1 else " … ") + parts[j]
+        shown += " …" if keep[-1] != n - 1 else ""
+        if cell_len(shown) <= width:
+            return shown
+    return elide_middle(text, width)
+
+
 def _shapes(cells: list[str], width: int) -> list[str]:
-    """Shapes within `width`: repeats counted when one does not fit, then told apart."""
+    """Shapes within `width`: repeats counted when one does not fit, whole shapes left out.
+
+    Cells that would print alike keep the shape where they differ.
+    """
     if any(cell_len(c) > width for c in cells):
         cells = [_compact_shapes(c) for c in cells]
-    return distinct_names(cells, width)
+    shown = [_elide_parts(c, width) for c in cells]
+    by_text: dict[str, set[str]] = {}
+    for c, text in zip(cells, shown, strict=True):
+        by_text.setdefault(text, set()).add(c)
+    for i, c in enumerate(cells):
+        group = by_text[shown[i]]
+        if len(group) < 2:
+            continue
+        parts = c.split(_PART)
+        others = [o.split(_PART) for o in group if o != c]
+        at = min(
+            next((k for k, (a, b) in enumerate(zip(parts, o, strict=False)) if a != b), 0)
+            for o in others
+        )
+        shown[i] = _elide_parts(c, width, around=at)
+    return distinct(cells, shown, width)
 
 
 def _op_and_shapes(cells: list[str], width: int) -> list[str]:
@@ -542,26 +656,27 @@ def _model_section(d: DeviceAnalysis, m: ModelAnalysis, top: int, width: int) ->
         notes = []
         shown = len(m.ops) if top <= 0 else min(top, len(m.ops))
         if shown < len(m.ops):
-            notes.append(f"{len(m.ops) - shown} more ops in --format json")
+            notes.append(f"{plural(len(m.ops) - shown, 'more op')} in --format json")
         if not m.has_shapes:
             notes.append("no input shapes in this trace: record_shapes=True gives FLOPs")
         elif m.gpu_spec is not None:
             notes.append("of roof: of the GPU's roofline at the op's FLOP/byte and precision")
-        parts += [Text(n, style="dim") for n in notes]
-    parts += [Text(line, style="dim") for line in attribution_lines(m)]
+        parts += [_para(n, width, "dim") for n in notes]
+    parts += [_para(line, width, "dim", "  ") for line in attribution_lines(m)]
     modules = _module_table(m, top, width)
     if modules is not None:
         table, left_out = modules
         parts += [Text(""), table]
-        rows = "row" if left_out == 1 else "rows"
-        more = f"; {left_out} more {rows} in --format json" if left_out else ""
-        parts.append(Text(f"×: instances merged (Layer_0, Layer_1, … → Layer){more}", style="dim"))
+        more = f"; {plural(left_out, 'more row')} in --format json" if left_out else ""
+        parts.append(
+            _para(f"×: instances merged (Layer_0, Layer_1, … → Layer){more}", width, "dim")
+        )
     if m.attributed_share is not None:
-        parts += [Text(""), Text(mfu_line(d, m), style="bold")]
+        parts += [Text(""), _para(mfu_line(d, m), width, "bold", "  ")]
         waterfall = _waterfall(m, width)
         if waterfall is not None:
             parts.append(waterfall)
-        parts += [Text(f"note: {n}", style="yellow") for n in m.efficiency.notes]
+        parts += [_para(f"note: {n}", width, "yellow", "  ") for n in m.efficiency.notes]
     return parts
 
 
@@ -569,23 +684,21 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding], width: int = 1
     head = Text()
     gpu = f"GPU {d.device}" + (f" ({d.gpu})" if d.gpu else "")
     rank = f" · rank {d.rank}/{d.world_size}" if d.rank is not None else ""
-    head.append(f"{os.path.basename(d.trace)}", style="bold")
-    head.append(f" · {gpu}{rank}\n")
+    title = wrap_text(f"{os.path.basename(d.trace)} · {gpu}{rank}", width, "  ")
+    name = os.path.basename(d.trace)
+    head.append(title[: len(name)], style="bold")
+    head.append(title[len(name) :] + "\n")
+    steps = f"{plural(len(d.steps), 'step')}, " if d.steps else ""
+    window = f"window {_ms(d.window_ns)} ms ({steps}{_WINDOW_SOURCE[d.window_source]})"
     if d.goodput is None:
-        head.append(f"Goodput {NOT_AVAILABLE}: {d.goodput_undefined_reason}.\n", style="yellow")
+        reason = f"Goodput {NOT_AVAILABLE}: {d.goodput_undefined_reason}."
+        head.append(wrap_text(reason, width, "  ") + "\n", style="yellow")
         if d.device >= 0:
-            steps = f"{len(d.steps)} steps, " if d.steps else ""
-            head.append(
-                f"window {_ms(d.window_ns)} ms ({steps}{_WINDOW_SOURCE[d.window_source]})\n",
-                style="dim",
-            )
+            head.append(wrap_text(window, width, "  ") + "\n", style="dim")
         for w in d.warnings:
-            head.append(f"note: {w}\n", style="yellow")
+            head.append(wrap_text(f"note: {w}", width, "  ") + "\n", style="yellow")
         return Group(head)
-    steps = f"{len(d.steps)} steps, " if d.steps else ""
-    head.append(
-        f"window {_ms(d.window_ns)} ms ({steps}{_WINDOW_SOURCE[d.window_source]})\n", style="dim"
-    )
+    head.append(wrap_text(window, width, "  ") + "\n", style="dim")
     head.append("\nGoodput ", style="bold")
     head.append(format_share(d.goodput), style="bold green")
     head.append("   ")
@@ -593,45 +706,47 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding], width: int = 1
     head.append("\n")
 
     b, c, win = d.breakdown, d.idle_causes, d.window_ns
-    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
-    table.add_column("where the GPU time goes")
-    table.add_column("ms", justify="right")
-    table.add_column("of window", justify="right")
-    table.add_row(
-        Text("compute", style=_COLORS["compute"]), _ms(b.compute_ns), _pct(b.compute_ns, win)
-    )
-    comm_note = ""
-    if d.comm.total_ns:
-        hidden = _pct(d.comm.overlapped_ns, d.comm.total_ns).strip()
-        comm_note = f"  (of {_ms(d.comm.total_ns)} ms, {hidden} hidden)"
-    table.add_row(
-        Text("communication (exposed)" + comm_note, style=_COLORS["communication"]),
-        _ms(b.communication_ns),
-        _pct(b.communication_ns, win),
-    )
-    table.add_row(
-        Text("memory (memcpy/memset)", style=_COLORS["memory"]),
-        _ms(b.memory_ns),
-        _pct(b.memory_ns, win),
-    )
-    table.add_row(Text("idle", style=_COLORS["idle"]), _ms(b.idle_ns), _pct(b.idle_ns, win))
+    rows: list[list[str]] = [
+        ["compute", _ms(b.compute_ns), _pct(b.compute_ns, win)],
+        ["communication (exposed)", _ms(b.communication_ns), _pct(b.communication_ns, win)],
+        ["memory (memcpy/memset)", _ms(b.memory_ns), _pct(b.memory_ns, win)],
+        ["idle", _ms(b.idle_ns), _pct(b.idle_ns, win)],
+    ]
     causes = sorted(_CAUSES, key=lambda kv: -getattr(c, f"{kv[0]}_ns"))
     for key, label, _ in causes:
         ns = getattr(c, f"{key}_ns")
-        label = label.replace("CUDA", d.runtime_api)
-        table.add_row(Text(f"  └ {label}", style="dim"), _ms(ns), _pct(ns, win))
+        rows.append([f"  └ {label.replace('CUDA', d.runtime_api)}", _ms(ns), _pct(ns, win)])
+    cols = [
+        _Col("where the GPU time goes", elastic=True, floor=24, shrink=_indented),
+        _Col("ms", right=True),
+        _Col("of window", right=True),
+    ]
+    styles = [_COLORS[k] for k in ("compute", "communication", "memory", "idle")]
+    table = _fitted(cols, rows, width, [*styles, *["dim"] * (len(rows) - 4)])
+    comm_note: Text | None = None
+    if d.comm.total_ns:
+        hidden = _pct(d.comm.overlapped_ns, d.comm.total_ns).strip()
+        comm_note = _para(
+            f"communication in all: {_ms(d.comm.total_ns)} ms, {hidden} of it hidden under compute",
+            width,
+            "dim",
+        )
 
     parts: list[Text | Table] = [head, table]
-    parts += _findings(findings, "what to fix first")
+    if comm_note is not None:
+        parts.append(comm_note)
+    parts += _findings(findings, "what to fix first", width=width)
     if d.kernels and top != 0:
         parts.append(Text(""))
         parts.append(_kernel_table(d, top, width))
+        parts.append(_para(kernel_window_note(d), width, "dim"))
         if d.short_kernel_share is not None:
             parts.append(
-                Text(
+                _para(
                     f"{100 * d.short_kernel_share:.1f} % of kernel time is in kernels shorter "
                     "than 10 us",
-                    style="dim",
+                    width,
+                    "dim",
                 )
             )
     if d.model is not None and top != 0:
@@ -639,52 +754,65 @@ def _device(d: DeviceAnalysis, top: int, findings: list[Finding], width: int = 1
     if d.critical_path is not None and d.critical_path.length_ns > 0:
         parts.append(Text(""))
         head_line, *rest = critical_path_lines(d)
-        parts.append(Text(head_line, style="bold"))
-        parts += [Text(line, style="dim") for line in rest]
+        parts.append(_para(head_line, width, "bold", "  "))
+        parts += [_para(line, width, "dim", "  ") for line in rest]
     if d.launch is not None and d.launch.delay is not None:
         parts.append(Text(""))
-        parts.append(Text(launch_line(d), style="dim"))
+        parts.append(_para(launch_line(d), width, "dim", "  "))
     stats = d.step_time_stats_ns()
     if stats is not None:
         mean, median, longest = stats
         parts.append(Text(""))
         parts.append(
-            Text(
+            _para(
                 f"steps: mean {_ms(mean)} ms · median {_ms(median)} ms · max {_ms(longest)} ms",
-                style="bold",
+                width,
+                "bold",
             )
         )
-        st = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("step", "ms", "compute", "comm", "memory", "idle", "main idle cause"):
-            st.add_column(col, justify="left" if col in ("step", "main idle cause") else "right")
         shown = d.steps
         if len(d.steps) > _MAX_STEP_ROWS:
             slowest = sorted(range(len(d.steps)), key=lambda i: -d.steps[i].dur_ns)
             shown = [d.steps[i] for i in sorted(slowest[:_SLOWEST_STEPS])]
             parts.append(
-                Text(
+                _para(
                     f"the {_SLOWEST_STEPS} slowest of {len(d.steps)} steps, in time order "
                     "(--format json lists all)",
-                    style="dim",
+                    width,
+                    "dim",
                 )
             )
+        rows = []
         for s in shown:
             sb, sc = s.breakdown, s.idle_causes
             _, _, label = max(_CAUSES, key=lambda kv: getattr(sc, f"{kv[0]}_ns"))
-            cause = label if sb.idle_ns else "–"
-            st.add_row(
-                Text(s.name),
-                _ms(s.dur_ns),
-                _pct(sb.compute_ns, s.dur_ns),
-                _pct(sb.communication_ns, s.dur_ns),
-                _pct(sb.memory_ns, s.dur_ns),
-                _pct(sb.idle_ns, s.dur_ns),
-                cause,
+            rows.append(
+                [
+                    s.name,
+                    _ms(s.dur_ns),
+                    _pct(sb.compute_ns, s.dur_ns),
+                    _pct(sb.communication_ns, s.dur_ns),
+                    _pct(sb.memory_ns, s.dur_ns),
+                    _pct(sb.idle_ns, s.dur_ns),
+                    label if sb.idle_ns else "–",
+                ]
             )
-        parts.append(st)
+        cols = [
+            _Col("step", elastic=True, floor=12),
+            *(_Col(h, right=True) for h in ("ms", "compute", "comm", "memory", "idle")),
+            _Col("main idle cause", drop=1),
+        ]
+        parts += _fitted_parts(cols, rows, width)
     for warning in d.warnings:
-        parts.append(Text(f"note: {warning}", style="yellow"))
+        parts.append(_para(f"note: {warning}", width, "yellow", "  "))
     return Group(*parts)
+
+
+def _fitted_parts(cols: list[_Col], rows: list[list[str]], width: int) -> list[Text | Table]:
+    """A fitted table, and under it the note naming any column left out to fit."""
+    fit = fitted(cols, rows, width)
+    note = fit.note()
+    return [fit.table] if note is None else [fit.table, _para(note, width, "dim")]
 
 
 def memory_summary(job: Job | JobResult, d: DeviceAnalysis) -> str | None:
@@ -727,9 +855,9 @@ def render_job(job: JobResult, console: Console, top: int = 10) -> None:
         for warning in o.warnings:
             noted += 1
             if not many or noted <= _MAX_NOTES:
-                console.print(Text(f"note: {o.path}: {warning}", style="yellow"))
+                console.print(_para(f"note: {o.path}: {warning}", console.width, "yellow", "  "))
     if many and noted > _MAX_NOTES:
-        console.print(Text(f"note: {noted - _MAX_NOTES} more in --format json", style="yellow"))
+        console.print(_para(f"note: {noted - _MAX_NOTES} more in --format json", 1_000, "yellow"))
     parts = job.jobs or [Job(job.outcomes, job.cross)]
     first = True
     if len(parts) > 1:
@@ -747,7 +875,8 @@ def render_job(job: JobResult, console: Console, top: int = 10) -> None:
         first = _render_part(job, part, console, top, many, first)
     if job.failed:
         lines = [Text("")] if not first else []
-        lines.append(Text(f"{len(job.failed)} trace(s) could not be analysed:", style="yellow"))
+        failed = plural(len(job.failed), "trace")
+        lines.append(Text(f"{failed} could not be analysed:", style="yellow"))
         for o in job.failed[:_MAX_NOTES]:
             lines.append(Text(f"  {o.path}: {o.error}", style="yellow"))
         if len(job.failed) > _MAX_NOTES:
@@ -765,8 +894,7 @@ def job_title(part: Job, index: int, count: int) -> str:
     else:
         what = ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
     world = f", world size {part.world_size}" if part.world_size is not None else ""
-    n = len(part.analysed)
-    return f"Job {index + 1} of {count}: {what}{world} ({n} trace{'s' if n != 1 else ''})"
+    return f"Job {index + 1} of {count}: {what}{world} ({plural(len(part.analysed), 'trace')})"
 
 
 def job_header(part: Job, index: int, count: int) -> Group:
@@ -791,7 +919,9 @@ def _render_part(
         if not first:
             console.rule(style="dim")
         first = False
-        console.print(Group(*_findings(job_level, "across ranks", with_where=True)))
+        console.print(
+            Group(*_findings(job_level, "across ranks", with_where=True, width=console.width))
+        )
     devices = [d for o in part.analysed for d in o.devices]
     if not many:
         for d in devices:
@@ -806,10 +936,10 @@ def _render_part(
         if not first:
             console.rule(style="dim")
         first = False
-        console.print(_rank_section(part, part.cross, per_gpu_shown=not many))
+        console.print(_rank_section(part, part.cross, not many, console.width))
     if many:
         per_gpu = [f for f in found if f.id != "straggler"]
-        console.print(Group(*_findings_by_rule(per_gpu, len(devices))))
+        console.print(Group(*_findings_by_rule(per_gpu, len(devices), console.width)))
     return first
 
 
@@ -834,47 +964,52 @@ def _value(category: str, v: float | None) -> str:
     return "–" if v is None else _ms(v)
 
 
-def _rank_section(job: Job, cross: CrossRank, per_gpu_shown: bool) -> Group:
+def _rank_section(job: Job, cross: CrossRank, per_gpu_shown: bool, width: int = 120) -> Group:
     summaries = [s for o in job.analysed for s in o.summaries if s.rank is not None]
     worlds = sorted({s.world_size for s in summaries if s.world_size is not None})
     head = Text()
-    head.append(f"Across {len({s.rank for s in summaries})} ranks", style="bold")
+    head.append(f"Across {plural(len({s.rank for s in summaries}), 'rank')}", style="bold")
     if worlds:
         head.append(f" (world size {', '.join(str(w) for w in worlds)})")
     if job.failed:
         head.append(f", {len(job.failed)} failed", style="yellow")
-    if not per_gpu_shown:
-        head.append(
-            f"\nper-GPU sections left out above {_MAX_DEVICE_SECTIONS} GPUs; "
-            "--format json has them all",
-            style="dim",
-        )
     parts: list[Text | Table] = [head]
+    if not per_gpu_shown:
+        parts.append(
+            _para(
+                f"per-GPU sections left out above {_MAX_DEVICE_SECTIONS} GPUs; "
+                "--format json has them all",
+                width,
+                "dim",
+            )
+        )
 
-    ext = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("", "min", "rank", "median", "max", "rank"):
-        ext.add_column(col, justify="left" if col == "" else "right")
-    for e in cross.extremes:
-        ext.add_row(
+    rows = [
+        [
             _EXTREME_LABELS.get(e.category, f"{e.category} ms"),
             _value(e.category, e.min),
             str(e.min_rank),
             _value(e.category, e.median),
             _value(e.category, e.max),
             str(e.max_rank),
-        )
-    parts += [Text(""), ext]
+        ]
+        for e in cross.extremes
+    ]
+    cols = [
+        _Col("", elastic=True, floor=16, shrink=_indented),
+        *(_Col(h, right=True) for h in ("min", "rank", "median", "max", "rank")),
+    ]
+    parts += [Text(""), *_fitted_parts(cols, rows, width)]
 
     if cross.stragglers:
-        line = Text("stragglers: ", style="bold")
-        line.append(
-            ", ".join(
-                f"rank {st.rank} (score {st.score:.2f}, others wait {_ms(st.wait_caused_ns)} ms)"
-                for st in cross.stragglers[:_MAX_NOTES]
-            )
+        text = "stragglers: " + ", ".join(
+            f"rank {st.rank} (score {st.score:.2f}, others wait {_ms(st.wait_caused_ns)} ms)"
+            for st in cross.stragglers[:_MAX_NOTES]
         )
         if len(cross.stragglers) > _MAX_NOTES:
-            line.append(f", {len(cross.stragglers) - _MAX_NOTES} more in --format json")
+            text += f", {len(cross.stragglers) - _MAX_NOTES} more in --format json"
+        line = _para(text, width, None, "  ")
+        line.stylize("bold", 0, len("stragglers:"))
         parts += [Text(""), line]
 
     shown = _outliers(summaries, {st.rank for st in cross.stragglers})
@@ -885,34 +1020,40 @@ def _rank_section(job: Job, cross: CrossRank, per_gpu_shown: bool) -> Group:
             else f"the {len(shown)} ranks furthest from the median (of {len(summaries)})"
         )
         parts += [Text(""), Text(title, style="bold")]
-        rt = Table(box=None, pad_edge=False, header_style="bold")
-        for col in RANK_COLUMNS:
-            rt.add_column(col, justify="right")
-        for s in shown:
-            rt.add_row(*rank_cells(s, cross))
-        parts.append(rt)
+        cols = [_Col(h, right=True, drop=_RANK_DROP.get(h)) for h in RANK_COLUMNS]
+        parts += _fitted_parts(cols, [rank_cells(s, cross) for s in shown], width)
         parts.append(
-            Text(
+            _para(
                 "comm, memory, idle: exposed shares of the window · step: median step · "
-                "comm ms: all collective time\nwaited: for the last rank to arrive · "
+                "comm ms: all collective time · waited: for the last rank to arrive · "
                 "score: compute per step over the median rank's",
-                style="dim",
+                width,
+                "dim",
             )
         )
 
     by_type = _collectives_by_type(summaries)
     if by_type:
         parts += [Text(""), Text("collectives by type, over all ranks", style="bold")]
-        ct = Table(box=None, pad_edge=False, header_style="bold")
-        ct.add_column(COLLECTIVE_COLUMNS[0])
-        for col in COLLECTIVE_COLUMNS[1:]:
-            ct.add_column(col, justify="right")
-        for kind, row in by_type.items():
-            ct.add_row(*collective_cells(kind, row))
-        parts.append(ct)
+        cols = [
+            _Col(COLLECTIVE_COLUMNS[0], elastic=True, floor=10),
+            *(
+                _Col(_TWO_LINES.get(h, h), right=True, drop=_COLLECTIVE_DROP.get(h))
+                for h in COLLECTIVE_COLUMNS[1:]
+            ),
+        ]
+        rows = [collective_cells(kind, row) for kind, row in by_type.items()]
+        parts += _fitted_parts(cols, rows, width)
     for warning in cross.warnings[:_MAX_NOTES]:
-        parts.append(Text(f"note: {warning}", style="yellow"))
+        parts.append(_para(f"note: {warning}", width, "yellow", "  "))
     return Group(*parts)
+
+
+# Columns of the rank tables that may go on a narrow terminal, the highest first.
+_RANK_DROP = {"memory": 3, "score": 2, "comm ms": 1}
+_COLLECTIVE_DROP = {"ranks": 2, "hidden": 1}
+# Long headers of the collectives table, on two lines in the terminal.
+_TWO_LINES = {"busbw GB/s (median)": "busbw GB/s\n(median)", "of link peak": "of link\npeak"}
 
 
 #: Columns of the per-rank table (text and Markdown reports).

@@ -6,12 +6,18 @@ long form). Rule ids and topic names never collide: tests check it.
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from badput.analysis.critical_path import BREAKDOWN_KEYS
 from badput.analysis.patterns import CATEGORIES, COMM_KINDS, COMM_OP_FAMILIES, name_table
 
-__all__ = ["TOPICS", "Topic"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["TOPICS", "Topic", "render_index"]
 
 
 @dataclass(frozen=True)
@@ -145,3 +151,25 @@ TOPICS: dict[str, Topic] = {
         ),
     )
 }
+
+
+def render_index(entries: Sequence[tuple[str, str, str]], console: Console) -> None:
+    """What `badput explain` lists: one row per (id, kind, title), then how to read one.
+
+    Ids are never shortened (they are what to type); titles wrap onto more lines when the
+    terminal is narrow.
+    """
+    from badput.report.table import Col, fitted
+
+    cols = [
+        Col("id"),
+        Col("kind"),
+        Col(
+            "what it explains",
+            elastic=True,
+            floor=24,
+            shrink=lambda cells, w: [textwrap.fill(c, w) for c in cells],
+        ),
+    ]
+    console.print(fitted(cols, [list(e) for e in entries], console.width).table)
+    console.print("\nbadput explain ID prints one in full.")

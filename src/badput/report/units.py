@@ -2,18 +2,75 @@
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
+    "ELLIPSIS",
     "NOT_AVAILABLE",
     "elide_middle",
+    "fits_numbers",
     "format_bytes",
     "format_dtypes",
     "format_ms",
     "format_shapes",
     "format_share",
+    "plural",
+    "trim_head",
+    "trim_tail",
 ]
 
 #: What a report shows for a share the trace leaves undefined (JSON: null).
 NOT_AVAILABLE = "n/a"
+#: What stands for the characters a shortened text leaves out.
+ELLIPSIS = "…"
+
+# A number, a run of numbers joined by `x` (a tile, `128x64x32`), or a fragment of one at the
+# end (head) or start (tail) of a cut text: what an elision must never cut or touch.
+_HEAD_NUMBER = re.compile(r"(?:\d[\d.,]*x?)+[.,]*$|[.,]+$")
+_TAIL_NUMBER = re.compile(r"^[.,x]*\d[\dx.,]*|^[.,]+")
+# A digit, `,` or `.` beside an ellipsis: a number that may have been cut.
+_CUT_NUMBER = re.compile(r"[\d.,]…|…[\d.,]")
+
+
+def plural(n: int | float, word: str, words: str | None = None) -> str:
+    """`n` and `word`, the word plural unless `n` is 1: `1 step`, `6 steps`, `1,024 kernels`.
+
+    Args:
+        n: the count; integers get thousands separators.
+        word: the singular.
+        words: the plural where it is not `word` + `s` (`plural(2, "copy", "copies")`).
+
+    Example:
+        >>> plural(1, "step"), plural(6, "step"), plural(2, "rank")
+        ('1 step', '6 steps', '2 ranks')
+    """
+    count = f"{int(n):,}" if float(n).is_integer() else f"{n:,.1f}"
+    return f"{count} {word if n == 1 else (words or word + 's')}"
+
+
+def trim_head(head: str) -> str:
+    """The part before an ellipsis without a number (or a piece of one) at its end.
+
+    Example:
+        >>> trim_head("tilesize128x12"), trim_head("Layer_0"), trim_head("kernel<a, ")
+        ('tilesize', 'Layer_', 'kernel<a, ')
+    """
+    return _HEAD_NUMBER.sub("", head)
+
+
+def trim_tail(tail: str) -> str:
+    """The part after an ellipsis without a number (or a piece of one) at its start.
+
+    Example:
+        >>> trim_tail("x64_warp"), trim_tail("8x64x64_v1"), trim_tail("xmma")
+        ('_warp', '_v1', 'xmma')
+    """
+    return _TAIL_NUMBER.sub("", tail)
+
+
+def fits_numbers(text: str) -> bool:
+    """Whether no digit, `,` or `.` stands beside an ellipsis (no number can have been cut)."""
+    return _CUT_NUMBER.search(text) is None
 
 
 def format_bytes(n: float) -> str:
@@ -55,17 +112,22 @@ def format_share(share: float | None) -> str:
 def elide_middle(text: str, width: int) -> str:
     """`text` in at most `width` characters: its middle replaced by `…` when it is longer.
 
+    A number is never cut: where the cut would fall inside one (or a tile like `128x64`),
+    the whole number goes, so no digit stands beside the `…` (the text may come out shorter).
+
     Example:
         >>> elide_middle("Qwen2Model_0/Qwen2DecoderLayer_13/Qwen2MLP_13", 24)
-        'Qwen2Model_0…Qwen2MLP_13'
+        'Qwen2Model_…Qwen2MLP_13'
+        >>> elide_middle("sm90_gemm_tilesize128x64x64_warpgroup", 24)
+        'sm90_gemm_ti…_warpgroup'
     """
     if len(text) <= width:
         return text
     if width <= 1:
-        return "…"[: max(width, 0)]
+        return ELLIPSIS[: max(width, 0)]
     keep = width - 1
     head = (keep + 1) // 2
-    return text[:head] + "…" + text[len(text) - (keep - head) :]
+    return trim_head(text[:head]) + ELLIPSIS + trim_tail(text[len(text) - (keep - head) :])
 
 
 # `Input type` spellings (c10 scalar type names as the profiler records them) -> short dtype.

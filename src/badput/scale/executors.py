@@ -114,11 +114,22 @@ class RayExecutor:
     Args:
         address: a running cluster ("auto", "ray://host:10001", ...); None starts a local one.
         num_cpus: CPUs of a local instance (default: all).
+        max_in_flight: tasks submitted and not yet finished, at most (`--jobs`): the next is
+            submitted when one finishes. None submits every task at once and lets Ray's
+            scheduler queue them on the cluster's CPUs.
     """
 
-    def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        max_in_flight: int | None = None,
+    ) -> None:
+        if max_in_flight is not None and max_in_flight < 1:
+            raise UsageError(f"--jobs {max_in_flight}: must be at least 1")
         self.address = address
         self.num_cpus = num_cpus
+        self.max_in_flight = max_in_flight
 
     def map(
         self,
@@ -149,17 +160,26 @@ class RayExecutor:
                 raise BadputError(f"cannot start or reach Ray {where}: {e}") from e
         try:
             remote = ray.remote(num_cpus=1)(fn)
-            refs = [remote.remote(*item) for item in items]
-            index = {ref: i for i, ref in enumerate(refs)}
+            cap = len(items) if self.max_in_flight is None else self.max_in_flight
+            index: dict[Any, int] = {}
             results: dict[int, R] = {}
-            pending = list(refs)
+            pending: list[Any] = []
+            submitted = 0
+            done = 0
             next_out = 0
-            while pending:
+            while done < len(items):
+                # Top up to `cap` tasks in flight; the next waits until one finishes.
+                while submitted < len(items) and len(pending) < cap:
+                    ref = remote.remote(*items[submitted])
+                    index[ref] = submitted
+                    pending.append(ref)
+                    submitted += 1
                 finished, pending = ray.wait(pending, num_returns=1)
                 for ref in finished:
-                    results[index[ref]] = ray.get(ref)
+                    results[index.pop(ref)] = ray.get(ref)
+                    done += 1
                 if progress:
-                    progress(len(items) - len(pending))
+                    progress(done)
                 while next_out in results:
                     yield results.pop(next_out)
                     next_out += 1

@@ -144,6 +144,28 @@ _FLOP_RATE_X2 = re.compile(
     r"derived__(?P<unit>sm|smsp)__sass_thread_inst_executed_op_(?P<p>[dfh])fma_pred_on_x2"
 )
 _TENSOR = re.compile(r"__(?:inst_executed_pipe_tensor|pipe_tensor\w*cycles_active)")
+# Tensor-pipe instruction counters by MMA kind (`smsp__inst_executed_pipe_tensor_op_hmma.sum`):
+# hmma = FP16/BF16/TF32 (Volta to Ada), imma = integer, dmma = FP64, gmma = Hopper warpgroup MMA
+# (any type). Nsight Compute "Kernel Profiling Guide", metrics reference (pipe_tensor_op_*).
+_TENSOR_KIND = re.compile(r"__inst_executed_pipe_tensor_op_(?P<kind>[a-z]+?)(?:_\w+)?\.sum$")
+# Tensor-path math operations by source type (`sm__ops_path_tensor_src_fp8.sum`): one count per
+# floating-point (or integer) operation, as Nsight Compute's tensor roofline counts them (weight
+# 1; e.g. 2·M·N·K for one FP8 GEMM). Variants split the same work by destination type, sparsity
+# or MMA kind: only one level is summed (see `_tensor_ops`).
+_TENSOR_OPS = re.compile(
+    r"(?:sm|smsp)__ops_path_tensor_(?:op_(?P<op>[a-z]+)_)?src_(?P<src>[a-z0-9_]+?)"
+    r"(?:_dst_(?P<dst>fp16|fp32))?(?:_sparsity_(?P<sp>on|off))?\.sum"
+)
+#: Tensor-path source types to the hardware table's precision names (int1/int4 have no entry).
+_TENSOR_SRC = (
+    ("fp4", "fp4"),
+    ("fp8", "fp8"),
+    ("bf16", "bf16"),
+    ("tf32", "tf32"),
+    ("fp16", "fp16"),
+    ("fp64", "fp64_tensor"),
+    ("int8", "int8"),
+)
 
 
 class _Lookup:
@@ -270,3 +292,50 @@ def _flops(
         source = f"{unit}__sass_thread_inst_executed_op_*_pred_on.sum.per_cycle_elapsed x {hz[1]}"
         return counted, rate, source
     return None, None, None
+
+
+def _tensor_precision(src: str) -> str | None:
+    for token, precision in _TENSOR_SRC:
+        if token in src:
+            return precision
+    return None
+
+
+def _tensor_ops(m: _Metrics) -> tuple[dict[str, float] | None, str | None]:
+    """Tensor-path operations per table precision, and the metrics they came from.
+
+    Per source type the most aggregate level present is used, never two levels of the same
+    work: the plain counter (``src_fp8.sum``), else its destination split summed, else its
+    sparsity split, else its MMA-kind split. ``None`` when the CSV has no such counter.
+    """
+    levels: dict[str, dict[int, list[tuple[str, float]]]] = {}
+    for name, (_, text) in m.raw.items():
+        match = _TENSOR_OPS.fullmatch(name)
+        value = _number(text) if match else None
+        if match is None or value is None:
+            continue
+        level = 3 if match["op"] else 2 if match["sp"] else 1 if match["dst"] else 0
+        levels.setdefault(match["src"], {}).setdefault(level, []).append((name, value))
+    if not levels:
+        return None, None
+    ops: dict[str, float] = {}
+    names: list[str] = []
+    for src, by_level in sorted(levels.items()):
+        precision = _tensor_precision(src)
+        if precision is None:
+            continue
+        chosen = by_level[min(by_level)]
+        ops[precision] = ops.get(precision, 0.0) + sum(v for _, v in chosen)
+        names += [n for n, v in chosen if v > 0]
+    return ops, " + ".join(names) if names else None
+
+
+def _tensor_kinds(m: _Metrics) -> tuple[str, ...]:
+    """MMA kinds (hmma, imma, dmma, gmma, ...) whose tensor-pipe instruction count is above 0."""
+    kinds: dict[str, None] = {}
+    for name, (_, text) in m.raw.items():
+        match = _TENSOR_KIND.search(name)
+        value = _number(text) if match else None
+        if match is not None and value is not None and value > 0:
+            kinds[match["kind"]] = None
+    return tuple(kinds)

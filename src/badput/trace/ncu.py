@@ -29,7 +29,9 @@ per-cycle rates times ``smsp__cycles_elapsed.avg.per_second``. The details page 
 those counters (the roofline is a chart there), so a details export without
 ``--metrics``/raw columns has no FLOP count: the reader says so (``flops is None``) and never
 invents one. Tensor-core work is not in these counters; a kernel that used the tensor pipe
-says so in ``tensor_pipe_used``.
+says so in ``tensor_pipe_used`` (and ``tensor_kinds``: hmma, imma, dmma, gmma). The tensor-path
+op counters (``sm__ops_path_tensor_src_fp8.sum`` and kin, with ``--metrics``) count that work
+per source type, one per operation as ncu's tensor roofline does: ``tensor_ops``.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from badput.trace._ncu_metrics import (
     _number,
     _percent,
     _size,
+    _tensor_kinds,
+    _tensor_ops,
     _time,
     to_bytes,
     to_bytes_per_s,
@@ -159,6 +163,11 @@ class NcuKernel:
         sm_frequency_hz: "SM Frequency" during the measurement.
         rules: Rule results of this kernel, in file order.
         sources: Field name to the metric (section / label, or raw name) it was taken from.
+        tensor_ops: Tensor-path math operations per precision of the hardware table (``fp8``,
+            ``bf16``, ``fp16``, ``tf32``, ``fp64_tensor``, ``int8``, ``fp4``), from
+            ``sm__ops_path_tensor_src_*``; ``None`` when the CSV has no such counter.
+        tensor_kinds: MMA kinds with tensor-pipe instructions executed (``hmma``, ``imma``,
+            ``dmma``, ``gmma``, ...), from ``*__inst_executed_pipe_tensor_op_*``.
     """
 
     id: int
@@ -184,6 +193,8 @@ class NcuKernel:
     sm_frequency_hz: float | None
     rules: tuple[NcuRule, ...]
     sources: dict[str, str] = field(default_factory=dict)
+    tensor_ops: dict[str, float] | None = None
+    tensor_kinds: tuple[str, ...] = ()
 
     @property
     def total_flops(self) -> float | None:
@@ -492,6 +503,12 @@ def _kernel(kid: int, launch: dict[str, str], m: _Metrics, warnings: list[str]) 
             value = _number(text)
             if value is not None:
                 tensor = bool(tensor) or value > 0
+    tensor_ops, tensor_source = _tensor_ops(m)
+    if tensor_source is not None:
+        look.sources["tensor_ops"] = tensor_source
+    kinds = _tensor_kinds(m)
+    if tensor_ops and sum(tensor_ops.values()) > 0:
+        tensor = True
     device_name = None
     if "device__attribute_display_name" in m.raw:
         device_name = m.raw["device__attribute_display_name"][1] or None
@@ -539,4 +556,6 @@ def _kernel(kid: int, launch: dict[str, str], m: _Metrics, warnings: list[str]) 
         ),
         rules=tuple(m.rules),
         sources=look.sources,
+        tensor_ops=tensor_ops,
+        tensor_kinds=kinds,
     )
