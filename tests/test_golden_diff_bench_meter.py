@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
