@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -120,8 +121,11 @@ def test_diff_html_alone_writes_only_the_page(
     a, b = shared_traces / RESNET / RESNET_A, shared_traces / RESNET / RESNET_B
     code, out, err = run_cli(capsys, "diff", a, b, "--html", page)
     assert code == 0, err
-    assert out == f"wrote {page}\n"
-    assert "<html" in page.read_text(encoding="utf-8")
+    assert re.fullmatch(rf"wrote {re.escape(str(page))} \(\d+ KiB\)\n", out), out
+    html = page.read_text(encoding="utf-8")
+    assert "<html" in html
+    # The diff page names each side's GPU (the report lacked them): both traces ran on a V100.
+    assert html.count("Tesla V100-DGXS-32GB") >= 2
     # An explicit format still prints the report as well.
     code, out, _ = run_cli(capsys, "diff", a, b, "--html", page, "--format", "text")
     assert code == 0 and "goodput" in out and "wrote" not in out

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
 from badput.cli.common import Format, OutOption, json_out, text_out, write_html
 from badput.cli.jobs import ClassifyOption
+from badput.errors import printable
 
 __all__ = ["diff"]
 
@@ -61,16 +61,16 @@ def diff(
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
     rules = load_class_rules(classify) if classify is not None else None
     # analyze_trace keeps every kernel: the comparison never sees a top-N cut.
-    result = diff_traces(
-        analyze_trace(load_trace(before), rules=rules),
-        analyze_trace(load_trace(after), rules=rules),
-    )
+    before_analyses = analyze_trace(load_trace(before), rules=rules)
+    after_analyses = analyze_trace(load_trace(after), rules=rules)
+    result = diff_traces(before_analyses, after_analyses)
     if html_out is not None:
         from badput.report.html_report import render_diff_html
 
-        write_html(html_out, render_diff_html(result, top=top))
+        page = render_diff_html(result, top=top, before=before_analyses, after=after_analyses)
+        write_html(html_out, page)
         if output_format is None and out is None:
-            sys.stdout.write(f"wrote {html_out}\n")
+            typer.echo(f"wrote {printable(html_out)} ({len(page.encode()) / 1024:,.0f} KiB)")
             return
     if output_format is Format.JSON:
         json_out(out, encode_document(diff_document(result, top=top)))

@@ -75,6 +75,15 @@ class Finding:
     device: int = -1
     graph_savings_ns: float | None = None
 
+    @property
+    def job_level(self) -> bool:
+        """Whether it is about the job rather than one GPU: a job rule's, or `device == -1`.
+
+        Reports print job-level findings first (a straggler's: the other ranks' waiting is
+        its doing).
+        """
+        return self.id in JOB_RULES or self.device == -1
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -91,3 +100,7 @@ class Rule:
 
 #: Every rule, by id; filled by `badput.diagnose.rules` and `badput.diagnose.job`.
 RULES: dict[str, Rule] = {}
+
+#: The ids of the rules about a whole job (`badput.diagnose.job`), whose findings name the
+#: rank they are about but concern every rank.
+JOB_RULES: set[str] = set()

@@ -6,7 +6,7 @@ import numpy as np
 
 from badput.analysis.ranks import CrossRank
 from badput.diagnose.context import ms
-from badput.diagnose.findings import RULES, Evidence, Finding, Rule, severity_of
+from badput.diagnose.findings import JOB_RULES, RULES, Evidence, Finding, Rule, severity_of
 
 __all__ = ["straggler"]
 
@@ -44,6 +44,7 @@ RULES["straggler"] = Rule(
     ],
     refs=["https://pytorch.org/docs/stable/notes/ddp.html"],
 )
+JOB_RULES.add("straggler")
 
 _PARTS = {
     "compute": "compute",

@@ -40,6 +40,7 @@ from badput.analysis.ranks import RankSummary
 from badput.analysis.results import Breakdown, DeviceAnalysis, IdleCauses, KernelStat, ratio
 from badput.analysis.segments import SEGMENT_KINDS, StepSegments
 from badput.diagnose import Finding, Job, JobResult, RankOutcome
+from badput.diagnose.findings import JOB_RULES
 from badput.report.evidence import evidence_items
 from badput.report.json_report import memory_of
 from badput.report.names import distinct_names
@@ -1158,23 +1159,18 @@ def render_html(job: JobResult, top: int = 10) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def is_job_level(f: Finding) -> bool:
-    """Whether a finding is about the job rather than one GPU: a straggler, or `device == -1`."""
-    return f.id == "straggler" or f.device == -1
-
-
 def _job_findings(job: JobResult, part: Job, unplaced: bool = False) -> str:
     """The job-level findings of one job, with where each was found.
 
     A straggler comes first: the other ranks' waiting is its doing. `unplaced` adds the
     findings of no trace (`trace == ""`).
     """
-    found = [f for f in job.findings_of(part) if is_job_level(f)]
+    found = [f for f in job.findings_of(part) if f.job_level]
     if unplaced:
         found += [f for f in job.diagnosis.ranked if not f.trace and f not in found]
     if not found:
         return ""
-    found.sort(key=lambda f: f.id != "straggler")  # stable: ranked order otherwise
+    found.sort(key=lambda f: f.id not in JOB_RULES)  # stable: ranked order otherwise
     return '<section class="job-findings"><h2>Across ranks</h2>' + (
         _findings(found, with_where=True) + "</section>"
     )
@@ -1198,7 +1194,7 @@ def _job_parts(job: JobResult, part: Job, top: int, many: bool) -> list[str]:
             "<p><small>per-GPU sections are left out above "
             f"{_MAX_DEVICE_SECTIONS} GPUs; --format json has them all</small></p>"
         )
-        out.append(_findings([f for f in found if not is_job_level(f)], True))
+        out.append(_findings([f for f in found if not f.job_level], True))
     out.append(_collectives([s for o in part.analysed for s in o.summaries]))
     return out
 

@@ -403,8 +403,8 @@ def _job_lines(job: JobResult, part: Job, top: int, many: bool) -> list[str]:
     """One job's findings across ranks (a straggler first), GPU sections and rank tables."""
     found = job.findings_of(part)
     lines: list[str] = []
-    job_level = [f for f in found if f.id == "straggler"]
-    if job_level:  # the straggler first: the other ranks' waiting is its doing
+    job_level = [f for f in found if f.job_level]
+    if job_level:  # first: a straggler's, as the other ranks' waiting is its doing
         lines += ["**Across ranks**", "", *_finding_lines(job_level, with_where=True), ""]
     devices = [d for o in part.analysed for d in o.devices]
     if not many:
@@ -416,7 +416,7 @@ def _job_lines(job: JobResult, part: Job, top: int, many: bool) -> list[str]:
     if part.cross is not None:
         lines += _rank_section(part, part.cross)
     if many:
-        per_gpu = [f for f in found if f.id != "straggler"]
+        per_gpu = [f for f in found if not f.job_level]
         lines += [
             f"Per-GPU sections are left out above {_MAX_DEVICE_SECTIONS} GPUs; "
             "`--format json` has them all.",

@@ -914,8 +914,8 @@ def _render_part(
     """One job's section; returns whether nothing was printed yet (for the rules between)."""
     diagnosis = job.diagnosis
     found = job.findings_of(part)
-    job_level = [f for f in found if f.id == "straggler"]
-    if job_level:  # the straggler first: the other ranks' waiting is its doing
+    job_level = [f for f in found if f.job_level]
+    if job_level:  # first: a straggler's, as the other ranks' waiting is its doing
         if not first:
             console.rule(style="dim")
         first = False
@@ -938,7 +938,7 @@ def _render_part(
         first = False
         console.print(_rank_section(part, part.cross, not many, console.width))
     if many:
-        per_gpu = [f for f in found if f.id != "straggler"]
+        per_gpu = [f for f in found if not f.job_level]
         console.print(Group(*_findings_by_rule(per_gpu, len(devices), console.width)))
     return first
 
