@@ -27,6 +27,7 @@ See `docs/ops.md` for every formula and limit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -47,11 +48,13 @@ __all__ = [
     "FLOP_CATEGORIES",
     "NO_MODULE",
     "STAGES",
+    "AboveRoof",
     "Efficiency",
     "ModelAnalysis",
     "ModuleRow",
     "OpRow",
     "Stage",
+    "above_roof",
     "analyze_ops",
 ]
 
@@ -233,6 +236,72 @@ class ModelAnalysis:
     def attributed_share(self) -> float | None:
         """Attributed share of the window's GPU time; None without GPU time."""
         return ratio(self.attributed_ns, self.attributed_ns + self.unattributed_ns)
+
+
+@dataclass(frozen=True)
+class AboveRoof:
+    """Op rows measured above 100 % of their roof, grouped by the likeliest reason.
+
+    Attributes:
+        reason: `"fast-algorithm"` (a convolution whose kernels are Winograd or FFT ones:
+            they do less math than the direct convolution the model counts),
+            `"cache"` (a memory-bound op: the roof is DRAM bandwidth, and traffic that stays
+            in the L2 cache runs faster) or `"model"` (the kernels did less work than the
+            op's formula counts, or ran on a faster path than the recorded dtype says).
+        ops: how many op rows.
+        kernel_ns: their GPU time.
+        max_share: the highest share of the roof among them.
+        evidence: what decided the reason, in words (kernel names seen, the bound, ...).
+    """
+
+    reason: str
+    ops: int
+    kernel_ns: int
+    max_share: float
+    evidence: str
+
+
+_FAST_CONV_KERNEL = re.compile(r"winograd|fft", re.IGNORECASE)
+
+
+def above_roof(ops: list[OpRow]) -> list[AboveRoof]:
+    """The op rows above their roof, by reason, most GPU time first (see `AboveRoof`).
+
+    A share of the roof above 100 % is reported as measured, never capped; this says why it
+    can be so, from what the trace shows of each row: the kernels it launched and its bound.
+    """
+    groups: dict[str, list[OpRow]] = {}
+    for r in ops:
+        if r.roof_share is None or r.roof_share <= 1.0:
+            continue
+        fast = [k for k in r.kernels if _FAST_CONV_KERNEL.search(k)]
+        if (r.category or "").startswith("CONV") and fast:
+            reason = "fast-algorithm"
+        elif r.bound == "memory":
+            reason = "cache"
+        else:
+            reason = "model"
+        groups.setdefault(reason, []).append(r)
+    out = []
+    for reason, rows in groups.items():
+        if reason == "fast-algorithm":
+            evidence = "their kernels include Winograd or FFT ones"
+        elif reason == "cache":
+            top_bytes = max(r.bytes or 0.0 for r in rows)
+            evidence = f"at most {top_bytes / 1e6:,.1f} MB moved per call"
+        else:
+            evidence = "neither memory-bound nor Winograd or FFT convolutions"
+        out.append(
+            AboveRoof(
+                reason=reason,
+                ops=len(rows),
+                kernel_ns=sum(r.kernel_ns for r in rows),
+                max_share=max(r.roof_share or 0.0 for r in rows),
+                evidence=evidence,
+            )
+        )
+    out.sort(key=lambda a: (-a.kernel_ns, a.reason))
+    return out
 
 
 # ---- which op each activity belongs to ------------------------------------------------------

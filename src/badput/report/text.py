@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.analysis.comm import link_peak_gbps
-from badput.analysis.ops import NO_MODULE, ModelAnalysis, ModuleRow, OpRow
+from badput.analysis.ops import NO_MODULE, ModelAnalysis, ModuleRow, OpRow, above_roof
 from badput.analysis.ranks import CrossRank, RankSummary
 from badput.analysis.results import DeviceAnalysis, WindowSource
 from badput.diagnose import Diagnosis, Finding, Job, JobResult, Rule, diagnose_job, outcome_of
@@ -39,6 +39,7 @@ from badput.trace.model import Trace
 
 __all__ = [
     "OP_COLUMNS",
+    "above_roof_lines",
     "attribution_lines",
     "kernel_window_note",
     "mfu_line",
@@ -502,7 +503,28 @@ def attribution_lines(m: ModelAnalysis) -> list[str]:
     if unmodelled:
         why = ", ".join(f"{reason}: {_ms(ns)} ms" for reason, ns in unmodelled.items())
         lines.append(f"no FLOP model for {_ms(sum(unmodelled.values()))} ms of op time ({why})")
-    return lines
+    return lines + above_roof_lines(m)
+
+
+_ABOVE_ROOF_WHY = {
+    "fast-algorithm": ", which do less math than the direct convolution the FLOP model counts",
+    "cache": ": part of that can stay in the L2 cache, which is faster than the DRAM roof",
+    "model": (
+        ": the op's formula counts more work than its kernels did, or they ran a faster "
+        "path than the recorded dtype says"
+    ),
+}
+_ABOVE_ROOF_WHAT = {"fast-algorithm": "convolution", "cache": "memory-bound op", "model": "op"}
+
+
+def above_roof_lines(m: ModelAnalysis) -> list[str]:
+    """Why some ops measure above 100 % of their roof, one line per reason (`above_roof`)."""
+    return [
+        f"{plural(a.ops, _ABOVE_ROOF_WHAT[a.reason])} above 100 % of roof (up to "
+        f"{format_share(a.max_share)}, {_ms(a.kernel_ns)} ms): {a.evidence}"
+        f"{_ABOVE_ROOF_WHY[a.reason]}"
+        for a in above_roof(m.ops)
+    ]
 
 
 def mfu_line(d: DeviceAnalysis, m: ModelAnalysis) -> str:

@@ -2,7 +2,8 @@
 
 - **unary** (``relu``, ``gelu``, ``silu``, ``exp``, ``pow(Tensor, Scalar)``, ...): FLOPs = |x|
   (one operation per element, TraceLens's convention, whatever the function costs in
-  instructions); bytes = |x|·(size(x) + size(y)), y of x's dtype.
+  instructions); bytes = |x|·(size(x) + size(y)), y of x's dtype. A fill (``fill_``,
+  ``zero_``) reads nothing and computes nothing: FLOPs = 0, bytes = |x|·size(x), the write.
 - **binary** (``add``, ``mul``, ``sub``, ``div``, comparisons, ...): y has the broadcast shape;
   FLOPs = |y|; bytes = |a|·size(a) + |b|·size(b) + |y|·size(y), each operand counted at its
   recorded size (a broadcast operand is read once). A Python scalar operand moves no bytes.
@@ -117,14 +118,18 @@ SOFTMAX_OPS = frozenset(
 )
 
 
+_FILLS = frozenset({"fill", "zero"})
+
+
 def _unary(call: Call) -> OpModel:
     x, x_dt = call.tensor(0)
     n = numel(x)
+    fill = call.name.removeprefix("aten::").rstrip("_") in _FILLS
     return OpModel(
         call.name,
         "UnaryElementwise",
-        float(n),
-        float(n * 2 * x_dt.itemsize),
+        0.0 if fill else float(n),
+        float(n * (1 if fill else 2) * x_dt.itemsize),
         x_dt.precision,
         (("op_shape", str(x)), ("dtype", x_dt.name)),
     )
