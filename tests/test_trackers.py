@@ -12,6 +12,7 @@ import os
 import re
 import struct
 import sys
+import threading
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +61,12 @@ def _run(sink: Any) -> Meter:
         with meter.step(samples=4):
             clock.now += STEP_MS * MS
     meter.close()
+    # close() waits 5 s at most for the sink thread (a training job's exit is never held up
+    # longer); a tracker's own finish (wandb's, under a loaded CI machine) can take more. The
+    # test reads what the sink wrote, so it waits for the thread to end.
+    for thread in threading.enumerate():
+        if thread.name == "badput-meter-sinks":
+            thread.join(timeout=120)
     return meter
 
 

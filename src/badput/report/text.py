@@ -470,12 +470,46 @@ def _shapes(cells: list[str], width: int) -> list[str]:
     return distinct(cells, shown, width)
 
 
+_SHAPE_LINES = 3
+
+
+def _wrap_parts(text: str, width: int) -> list[str]:
+    """`a · b · c` as lines of whole shapes within `width` (a shape wider than that alone)."""
+    lines: list[str] = []
+    for part in text.split(_PART):
+        if lines and cell_len(lines[-1]) + len(_PART) + cell_len(part) <= width:
+            lines[-1] += _PART + part
+        else:
+            lines.append(part)
+    return lines
+
+
 def _op_and_shapes(cells: list[str], width: int) -> list[str]:
-    """Two-line cells (op, indented shapes) within `width`, each line told apart."""
+    """Cells of the op's name and its shapes, indented under it, within `width`.
+
+    Shapes are numbers: they wrap onto up to `_SHAPE_LINES` lines, whole shapes per line (a
+    repeated shape counted, `a ×2`, where that takes fewer lines), before any is left out;
+    what is left out of the last line keeps the cells told apart.
+    """
     ops, shapes = zip(*(c.split("\n", 1) for c in cells), strict=True)
     names = _op_names(list(ops), width)
-    dims = _shapes([s.strip() for s in shapes], max(width - 2, 1))
-    return [f"{a}\n  {b}" for a, b in zip(names, dims, strict=True)]
+    inner = max(width - 2, 1)
+    wrapped = []
+    for text in (s.strip() for s in shapes):
+        lines = _wrap_parts(text, inner)
+        compact = _wrap_parts(_compact_shapes(text), inner)  # `a · a` as `a ×2`: as exact
+        wrapped.append(compact if len(compact) < len(lines) else lines)
+    # The last line of each cell holds the rest; where the rest does not fit it, whole shapes
+    # give way there, as on a one-line cell.
+    heads = [
+        lines[: _SHAPE_LINES - 1] if len(lines) > _SHAPE_LINES else lines[:-1] for lines in wrapped
+    ]
+    rests = [_PART.join(lines[len(h) :]) for lines, h in zip(wrapped, heads, strict=True)]
+    tails = _shapes(rests, inner)
+    return [
+        "\n".join([a, *(f"  {x}" for x in (*h, t))])
+        for a, h, t in zip(names, heads, tails, strict=True)
+    ]
 
 
 _UNATTRIBUTED = {
