@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
+from badput.analysis import analyze_trace
 from badput.cli.app import main
 from badput.report.units import fits_numbers
+from badput.trace import load_trace
 from synth import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,6 +66,14 @@ def test_demo_at_terminal_widths(
     # The numbers a person reads first are there whole: goodput, window, the top kernel.
     assert "Goodput 55.5 %" in out and "window 1,065.55 ms (6 steps," in out
     assert re.search(r"dgrad_engine<fp32, 512, [^\n]*gemm +162 +80\.76 +498\.5", out), out
+    # Every shape of the top ops is printed whole: at 80 columns they wrap under the op's name
+    # (they were cut to `32x1024x14x14 …`).
+    (d,) = analyze_trace(load_trace(str(DEMO)))
+    assert d.model is not None
+    for row in d.model.ops[:10]:
+        for dims in row.input_dims:  # type: ignore[attr-defined]
+            if isinstance(dims, list) and len(dims) >= 2:
+                assert re.search(rf"(?<![\dx]){'x'.join(map(str, dims))}(?![\dx])", out), dims
     _matches_golden(out, f"analyze_resnet50_w{width}.txt")
 
 
