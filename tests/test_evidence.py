@@ -142,33 +142,21 @@ def test_job_level_findings_lead_text_and_markdown(tmp_path: Path) -> None:
     The text and Markdown reports put only a finding with id "straggler" first; HTML used
     `device == -1` as well. Now all three use `Finding.job_level`.
     """
-    import dataclasses
-
     from rich.console import Console
 
-    from badput.analysis import analyze_trace
-    from badput.diagnose import Diagnosis, Finding, diagnose_job, outcome_of
+    from badput.diagnose import Finding
     from badput.report.markdown import analysis_markdown
     from badput.report.text import render_job
-    from badput.trace import load_trace
+    from test_html_report import _job_with
 
-    b = TraceBuilder()
-    b.device_properties([0])
-    for i in range(3):
-        t = 300 * i
-        b.profiler_step(i + 1, t, t + 300)
-        b.dataloader(t, t + 150)
-        b.launch("gemm_kernel", cpu=(t + 150, t + 160), gpu=(t + 165, t + 290))
-    trace = load_trace(str(b.write(tmp_path / "t.json")))
-    job = diagnose_job([outcome_of(trace, analyze_trace(trace))])
-    assert job.diagnosis.ranked and job.diagnosis.ranked[0].id == "data-loading"
+    trace = str(tmp_path / "t.json")
     whole = Finding(
         id="job-rule", title="the job finding", severity="low", evidence={}, savings_ns=1.0,
-        savings_share=0.001, fix=["do it"], refs=[], trace=trace.path, rank=0, device=-1,
+        savings_share=0.001, fix=["do it"], refs=[], trace=trace, rank=0, device=-1,
     )  # fmt: skip
+    job = _job_with(tmp_path, whole)  # writes the trace above; `whole` ranked last
+    assert job.diagnosis.ranked[0].id == "data-loading"
     assert whole.job_level and not job.diagnosis.ranked[0].job_level
-    ranked = [*job.diagnosis.ranked, whole]
-    job = dataclasses.replace(job, diagnosis=Diagnosis(job.diagnosis.per_device, ranked))
     console = Console(width=120, record=True, force_terminal=False)
     render_job(job, console)
     text = console.export_text()
