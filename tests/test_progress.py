@@ -82,3 +82,25 @@ def test_fails_open() -> None:
     # reaching here without an exception is the point; the caller's errors still propagate:
     with pytest.raises(KeyError), progress("x", console=console, delay_s=0):
         raise KeyError("mine")
+
+
+def test_elapsed_counts_from_the_start_of_the_work_and_counts_show(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The clock read `0:00:00` when the display appeared 2 s into the work; the count of
+    samples done (no total) was not shown at all."""
+    from badput.cli import progress as module
+
+    now = [100.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    console, _ = _tty()
+    shown = module._Delayed("telemetry record", None, console, delay_s=0)
+    try:
+        now[0] = 165.0  # 65 s of work, the display appeared at once or 2 s in: 1:05 either way
+        shown.advance(1234)
+        assert shown._progress is not None
+        task = shown._progress.tasks[0]
+        cells = [str(c.render(task)) for c in shown._progress.columns[2:]]
+        assert cells == ["1,234", "0:01:05"]
+    finally:
+        shown.close()

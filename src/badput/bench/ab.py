@@ -220,6 +220,7 @@ def run_ab(
     metrics: Sequence[str] | None = None,
     runner: Runner = _run_once,
     progress: Callable[[str], None] | None = None,
+    on_round: Callable[[int, int], None] | None = None,
 ) -> ABResult:
     """Run every benchmark's base and head in interleaved rounds and judge each metric.
 
@@ -229,6 +230,9 @@ def run_ab(
         metrics: metrics to judge (default: wall time, plus every metric the commands print).
         runner: runs one side once and returns its metrics (tests pass a fake).
         progress: called with a short line after each round.
+        on_round: called after each round with (rounds done, most rounds): the most is
+            `policy.max_rounds`; the run stops earlier once every metric is decided. A
+            caller's progress display; the library prints nothing itself.
 
     Raises:
         BenchmarkInfraError: a command failed or a metric is missing from a run.
@@ -259,6 +263,8 @@ def run_ab(
             done += 1
             if progress is not None:
                 progress(f"round {done}/{target}")
+            if on_round is not None:
+                on_round(done, policy.max_rounds)
         looks += 1
         results = _judge(values, policy, alpha)
         if not any(r.decision is Decision.INCONCLUSIVE for r in results):

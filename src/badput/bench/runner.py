@@ -202,6 +202,7 @@ def run_file(
     timeout_s: float = 600.0,
     runner: Runner | None = None,
     progress: Callable[[str], None] | None = None,
+    on_round: Callable[[int, int], None] | None = None,
 ) -> RunResult:
     """Run every selected case of a benchmark file in `rounds` rounds, each in a fresh process.
 
@@ -216,6 +217,8 @@ def run_file(
         timeout_s: the limit of one round.
         runner: runs one round and returns its value (default: a fresh process).
         progress: called with a short line after each round.
+        on_round: called after each round (every case's) with (rounds done, rounds): a
+            caller's progress display; the library prints nothing itself.
 
     Raises:
         BenchmarkFileError: the file cannot be loaded.
@@ -247,6 +250,8 @@ def run_file(
                 r.times_s.append(t)
             if progress is not None:
                 progress(f"round {i + 1}/{rounds}")
+            if on_round is not None:
+                on_round(i + 1, rounds)
     elapsed = (time.perf_counter_ns() - start) / 1e9
     return RunResult(str(file), rounds, results, elapsed, interpreter)
 

@@ -172,7 +172,10 @@ def ab(
             rounds_note = f"{name}: rounds ({rounds} per look, {top} at most)"
             with progress(f"bench ab {rounds_note}", total=top) as advance:
                 result = run_ab(
-                    [(name, *sides)], policy, metrics=metric or None, progress=lambda _: advance(1)
+                    [(name, *sides)],
+                    policy,
+                    metrics=metric or None,
+                    on_round=lambda _done, _total: advance(1),
                 )
     except BenchmarkInfraError as e:
         sys.stderr.write(f"badput: error: {e}\n")
@@ -282,8 +285,10 @@ def run_cmd(
 
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
-    with progress(f"bench run {file}: rounds", total=rounds) as advance:
-        result = run_file(file, rounds=rounds, filters=filters, progress=lambda _: advance(1))
+    with progress(f"bench run {Path(file).name}: rounds", total=rounds) as advance:
+        result = run_file(
+            file, rounds=rounds, filters=filters, on_round=lambda _done, _total: advance(1)
+        )
     if json_out:
         Path(json_out).write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
     if not result.results:

@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -60,6 +61,7 @@ class _Delayed:
         self._total = total
         self._console = console
         self._lock = threading.Lock()
+        self._t0 = time.monotonic()  # the work's start: the display comes `delay_s` later
         self._done = 0
         self._closed = False
         self._progress: Progress | None = None
@@ -93,15 +95,35 @@ class _Delayed:
             Progress,
             ProgressColumn,
             SpinnerColumn,
+            Task,
             TextColumn,
-            TimeElapsedColumn,
         )
+        from rich.text import Text
+
+        t0 = self._t0
+
+        class Count(ProgressColumn):
+            """Units done so far, when there is no total to show them against (and any)."""
+
+            def render(self, task: Task) -> Text:
+                done = int(task.completed)
+                return Text(f"{done:,}" if done else "", style="progress.download")
+
+        class Since(ProgressColumn):
+            """Time since the work began, not since the display appeared."""
+
+            def render(self, task: Task) -> Text:
+                del task
+                s = int(time.monotonic() - t0)
+                return Text(f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}", "progress.elapsed")
 
         console = self._console if self._console is not None else Console(stderr=True)
         columns: list[ProgressColumn] = [SpinnerColumn(), TextColumn("{task.description}")]
         if self._total is not None:
             columns += [BarColumn(), MofNCompleteColumn()]
-        columns.append(TimeElapsedColumn())
+        else:
+            columns.append(Count())
+        columns.append(Since())
         return Progress(*columns, console=console, transient=True)
 
     def advance(self, n: int = 1) -> None:
@@ -136,8 +158,9 @@ def progress(
 ) -> Iterator[Advance]:
     """Progress of one piece of work on stderr; yields `advance(n=1)`.
 
-    A spinner, the description, a bar and `done/total` when `total` is known, and the
-    elapsed time; removed when the work ends. It appears only when stderr is a terminal, not
+    A spinner, the description, a bar and `done/total` when `total` is known (else the
+    count done, once there is one), and the time since the work began; removed when the work
+    ends. It appears only when stderr is a terminal, not
     turned off (`enabled=False` or `BADPUT_NO_PROGRESS=1`), and the work has taken more than
     `delay_s` seconds; otherwise `advance` does nothing. It never writes to stdout and never
     raises into the caller.

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import subprocess
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from badput.cli.child import exit_status, owned_child
 from badput.errors import UsageError
+
+if TYPE_CHECKING:
+    from badput.telemetry.sampler import Sampler
 
 __all__ = ["record_command", "telemetry_app"]
 
@@ -46,10 +50,37 @@ def record_command(command: list[str], out: str, hz: float) -> int:
         except TelemetryError as e:
             raise UsageError(str(e)) from None  # leaving the block ends the command
         sampler.start()
-        code = exit_status(proc.wait())
+        code = exit_status(_wait_with_progress(proc, sampler, hz))
     summary = sampler.stop()
     render_sampler_summary(summary, Console(stderr=True))
     return code
+
+
+#: How often the progress display polls the command and the sampler's count, seconds.
+_POLL_S = 0.25
+
+
+def _wait_with_progress(proc: subprocess.Popen[bytes], sampler: Sampler, hz: float) -> int:
+    """Wait for the command; meanwhile progress on stderr: rate, samples and time elapsed.
+
+    The display is `badput.cli.progress`: on a terminal only, after a couple of seconds, and
+    gone when the command ends. There is no known duration (the command decides), so it is a
+    spinner with the samples taken so far and the elapsed time; each poll advances it by the
+    samples taken since the last.
+    """
+    from badput.cli.progress import progress
+
+    seen = 0
+    with progress(f"telemetry record: sampling at {hz:g} Hz") as advance:
+        while True:
+            try:
+                return proc.wait(timeout=_POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
+            taken = len(sampler.columns["ts_ns"])
+            if taken > seen:
+                advance(taken - seen)
+                seen = taken
 
 
 @telemetry_app.command(

@@ -1,4 +1,9 @@
-"""Telemetry beside the breakdown (`analyze --telemetry`), and the sampler's own summary."""
+"""Telemetry beside the breakdown (`analyze --telemetry`), and the sampler's own summary.
+
+The metrics table goes through `badput.report.table.fitted` at the console's width: metric
+names give way (they fold at `_`, never shortened, since they are the keys of the JSON and
+the telemetry file), and the numbers always print in full.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from badput.analysis.results import DeviceAnalysis
 from badput.analysis.telemetry import TelemetryAlignment
+from badput.report.table import Col, fitted_table
 
 __all__ = [
     "alignment_document",
@@ -43,6 +49,22 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:,.0f} {unit}".strip()
 
 
+def _fold_names(cells: list[str], width: int) -> list[str]:
+    """Metric names on lines of at most `width`, broken after a `_` or a blank where one fits."""
+    out = []
+    for cell in cells:
+        lines: list[str] = []
+        rest = cell
+        while cell_len(rest) > width:
+            cut = max(rest.rfind("_", 0, width) + 1, rest.rfind(" ", 0, width + 1))
+            cut = cut if cut > 0 else width
+            lines.append(rest[:cut].rstrip())
+            rest = rest[cut:].lstrip()
+        lines.append(rest)
+        out.append("\n".join(lines))
+    return out
+
+
 def render_alignment(a: TelemetryAlignment, console: Console) -> None:
     """The telemetry metrics inside the trace window (per-core CPU columns folded into one)."""
     console.print(
@@ -50,17 +72,21 @@ def render_alignment(a: TelemetryAlignment, console: Console) -> None:
         f"(clock: {a.clock})"
     )
     if a.metrics:
-        t = Table(box=None, pad_edge=False, header_style="bold")
-        t.add_column("metric")
-        t.add_column("mean", justify="right")
-        t.add_column("min", justify="right")
-        t.add_column("max", justify="right")
-        for m in a.metrics:
-            if _PER_CORE.match(m.name):
-                continue
-            label = "cpu_util_pct (mean of cores)" if m.name == "cpu_util_pct" else m.name
-            t.add_row(label, _fmt(m.mean, m.unit), _fmt(m.min, m.unit), _fmt(m.max, m.unit))
-        console.print(t)
+        cols = [
+            Col("metric", elastic=True, floor=12, shrink=_fold_names),
+            *(Col(h, right=True) for h in ("mean", "min", "max")),
+        ]
+        rows = [
+            [
+                "cpu_util_pct (mean of cores)" if m.name == "cpu_util_pct" else m.name,
+                _fmt(m.mean, m.unit),
+                _fmt(m.min, m.unit),
+                _fmt(m.max, m.unit),
+            ]
+            for m in a.metrics
+            if not _PER_CORE.match(m.name)
+        ]
+        console.print(fitted_table(cols, rows, console.width))
     for w in a.warnings:
         console.print(f"warning: {w}", style="yellow")
 
