@@ -37,7 +37,7 @@ from badput.trace.load import load_trace
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results/nsys.md"
-SOURCE = HERE.parent.parent / "shared/traces/nsys/nsightful-t4/power_iteration__baseline.sqlite"
+SOURCE = HERE.parent / "tests/data/traces/nsys/nsightful-t4/power_iteration__baseline.sqlite"
 # The event tables the reader takes rows from; StringIds is read whole as well.
 EVENT_TABLES = (
     "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -113,7 +113,7 @@ def main() -> int:
     p.add_argument("--results", type=Path, default=RESULTS)
     args = p.parse_args()
     if not SOURCE.exists():
-        print(f"{SOURCE}: missing (the shared traces sit beside the checkout)", file=sys.stderr)
+        print(f"{SOURCE}: missing (tests/data/traces is part of the repository)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "big.sqlite")

@@ -51,9 +51,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 WORK = HERE / "work" / "ranks"
 RESULTS = HERE / "results/ranks.md"
-DLRM = (
-    Path(os.environ.get("BADPUT_SHARED_TRACES", REPO.parent / "shared/traces")) / "param-dlrm-8rank"
-)
+# The reference traces are part of the repository; BADPUT_SHARED_TRACES points elsewhere (as in
+# tests/conftest.py).
+TRACES = Path(os.environ.get("BADPUT_SHARED_TRACES", REPO / "tests/data/traces"))
+DLRM = TRACES / "param-dlrm-8rank"
 
 ROUNDS = 3
 SHIFT_US = 1_234

@@ -47,9 +47,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = (
-    REPO.parent / "shared/traces/kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
-)
+DEFAULT_SOURCE = REPO / "tests/data/traces/kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
 DEFAULT_OUT = REPO / "benchmarks/work/big_trace.json"
 DEFAULT_MIN_BYTES = 1_100_000_000
 DEFAULT_GAP_US = 1000

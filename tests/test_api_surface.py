@@ -6,7 +6,6 @@ A change here is a change for users: update these lists on purpose, never by acc
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -18,14 +17,10 @@ import badput
 import badput.analysis
 import badput.trace
 from badput.cli.app import app, main
+from conftest import SHARED_TRACES, reference
 
-SHARED = Path(
-    os.environ.get("BADPUT_SHARED_TRACES", Path(__file__).resolve().parents[2] / "shared/traces")
-)
+SHARED = SHARED_TRACES
 RESNET = SHARED / "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
-DEMO = (
-    Path(__file__).resolve().parents[1] / "src/badput/_data/resnet50_v100_workers0.pt.trace.json.gz"
-)
 
 
 def test_badput_all() -> None:
@@ -345,12 +340,7 @@ KERNEL_KEYS = {"name", "category", "evidence", "count", "total_us", "mean_us"}
 
 @pytest.fixture(scope="module")
 def resnet_trace() -> Path:
-    for path in (RESNET, DEMO):
-        if path.is_file():
-            return path
-    if os.environ.get("CI"):
-        pytest.fail(f"real trace not found: {RESNET}")
-    pytest.skip(f"real trace not found: {RESNET}")
+    return reference(RESNET)
 
 
 def _report(capsys: pytest.CaptureFixture[str], *argv: object) -> dict[str, Any]:
@@ -424,11 +414,7 @@ def test_json_schema(resnet_trace: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_json_ranks_schema(capsys: pytest.CaptureFixture[str]) -> None:
-    dlrm = SHARED / "param-dlrm-8rank"
-    if not dlrm.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"real traces not found: {dlrm}")
-        pytest.skip(f"real traces not found: {dlrm}")
+    dlrm = reference(SHARED / "param-dlrm-8rank")
     doc = _report(capsys, dlrm)
     assert set(doc) == TOP_KEYS
     ranks = doc["ranks"]

@@ -2,7 +2,7 @@
 
 Synthetic traces (`tests/synth.py`) give times in whole microseconds; each case states its
 path and breakdown worked out by hand. The real traces are HTA's own
-(../shared/traces/hta-critical-path, MANIFEST.md): the weights its tests assert, and the
+(tests/data/traces/hta-critical-path, MANIFEST.md): the weights its tests assert, and the
 events its critical path marks.
 
 Every path is also checked against a plain dynamic program over the graph's edges in node

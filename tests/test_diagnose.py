@@ -8,7 +8,7 @@ and one on which it must not. Steps are `ProfilerStep#N` annotated on the host a
 estimate must be within 10 % of it (the what-if arithmetic is exact, so most are checked to
 the nanosecond as well).
 
-The real traces under `../shared/traces` check the ranking on known cases: ResNet50 with
+The real traces under `tests/data/traces` check the ranking on known cases: ResNet50 with
 num_workers=0 (data loading), three batch-1 inference steps on an H100 (host overhead) and an
 8-rank DLRM step (a straggling rank).
 """

@@ -42,7 +42,7 @@ _WIDTH = 1400
 # Page console messages, as Chromium logs them: `INFO:CONSOLE:1] "message", source: ...`.
 _CONSOLE = re.compile(r":CONSOLE[:(]")
 
-# Every PyTorch profiler trace in ../shared/traces (the Nsight exports are issue 10's), and
+# Every PyTorch profiler trace in tests/data/traces (the Nsight exports are issue 10's), and
 # the 8 DLRM ranks together.
 REAL = [
     "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import os
 import random
 from decimal import Decimal
 from pathlib import Path
@@ -24,11 +23,10 @@ from badput.analysis import DeviceAnalysis, analyze_trace
 from badput.analysis.patterns import is_communication_kernel, kernel_category
 from badput.cli.app import main
 from badput.trace import EventKind, Trace, kineto, load_trace
+from conftest import SHARED_TRACES, reference
 from synth import BASE_NS, NCCL_ALLREDUCE, NCCL_ALLREDUCE_OLD, TraceBuilder
 
-SHARED = Path(
-    os.environ.get("BADPUT_SHARED_TRACES", Path(__file__).resolve().parents[2] / "shared/traces")
-)
+SHARED = SHARED_TRACES
 RESNET = SHARED / "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
 EDGE_V100 = SHARED / "kineto-edge/gpu_metrics_input.json"
 DLRM = SHARED / "param-dlrm-8rank"
@@ -53,14 +51,6 @@ ADD = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
     "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)"
 )
-
-
-def need(path: Path) -> Path:
-    if not path.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"real trace not found: {path}")
-        pytest.skip(f"real trace not found: {path}")
-    return path
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
@@ -138,7 +128,7 @@ def document_text(
 @pytest.fixture(scope="module")
 def resnet_json(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """The ResNet50 trace decompressed (35 MB, one event per indented block), and parsed."""
-    data = gzip.decompress(need(RESNET).read_bytes())
+    data = gzip.decompress(reference(RESNET).read_bytes())
     path = tmp_path_factory.mktemp("resnet") / "resnet.pt.trace.json"
     path.write_bytes(data)
     return path, json.loads(data)
@@ -283,7 +273,7 @@ def test_shuffled_real_trace_same_analysis(
     ],
 )
 def test_shuffled_small_real_traces_same_analysis(name: str, tmp_path: Path) -> None:
-    src = need(SHARED / name)
+    src = reference(SHARED / name)
     raw = gzip.decompress(src.read_bytes()) if name.endswith(".gz") else src.read_bytes()
     doc = json.loads(raw)
     expected = analyze_trace(load_trace(str(src)))
@@ -605,7 +595,7 @@ def test_distributed_info_in_report(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_dlrm_ranks() -> None:
-    files = sorted(need(DLRM).glob("worker*_step_12.*.pt.trace.json.gz"))
+    files = sorted(reference(DLRM).glob("worker*_step_12.*.pt.trace.json.gz"))
     assert len(files) == 8
     for f in files:
         trace = load_trace(str(f))
@@ -618,7 +608,7 @@ def test_dlrm_ranks() -> None:
 
 
 def test_compute_properties_gpu_name(capsys: pytest.CaptureFixture[str]) -> None:
-    trace = load_trace(str(need(EDGE_V100)))
+    trace = load_trace(str(reference(EDGE_V100)))
     assert trace.gpu_names[0] == "Tesla V100-DGXS-32GB"
     doc = report(capsys, EDGE_V100)
     assert [d["gpu"] for d in doc["devices"]] == ["Tesla V100-DGXS-32GB"] * len(doc["devices"])
@@ -686,7 +676,7 @@ NOT_COMMUNICATION = [
     "Memcpy DtoD (Device -> Device)",
 ]
 
-# Real kernel names from the traces in /work/shared/traces, with the category they must get.
+# Real kernel names from the traces in tests/data/traces, with the category they must get.
 CATEGORIES = [
     ("volta_sgemm_128x32_nt", "gemm"),
     ("volta_sgemm_64x32_sliced1x4_tn", "gemm"),
@@ -793,7 +783,7 @@ def test_new_and_old_nccl_names_are_communication_in_analysis(tmp_path: Path) ->
 
 
 def test_real_nccl_trace_has_communication() -> None:
-    path = need(DLRM / "worker0_step_12.1694128201545.pt.trace.json.gz")
+    path = reference(DLRM / "worker0_step_12.1694128201545.pt.trace.json.gz")
     (d,) = analyze_trace(load_trace(str(path)))
     assert d.comm.total_ns > 1_000_000  # over 1 ms of NCCL
     assert d.breakdown.communication_ns > 0
@@ -872,7 +862,7 @@ def resnet_default_report() -> dict[str, Any]:
     from badput.analysis import analyze_trace as analyze
     from badput.report.json_report import analysis_document, encode_document
 
-    trace = load_trace(str(need(RESNET)))
+    trace = load_trace(str(reference(RESNET)))
     data = encode_document(analysis_document([(trace, analyze(trace))]))
     doc: dict[str, Any] = json.loads(data, parse_float=Decimal)
     return doc
@@ -888,7 +878,7 @@ def test_window_steps(
     resnet_default_report: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     (full,) = resnet_default_report["devices"]
-    doc = report(capsys, need(RESNET), "--window", "steps:6-8")
+    doc = report(capsys, reference(RESNET), "--window", "steps:6-8")
     (dev,) = doc["devices"]
     names = [s["name"] for s in dev["steps"]]
     assert names == ["ProfilerStep#6", "ProfilerStep#7", "ProfilerStep#8"]
@@ -912,9 +902,9 @@ def test_window_us(
     t0 = Decimal(steps["ProfilerStep#6"]["start_us"])
     last = steps["ProfilerStep#8"]
     t1 = Decimal(last["start_us"]) + Decimal(last["dur_us"])
-    by_steps = report(capsys, need(RESNET), "--window", "steps:6-8")["devices"][0]
+    by_steps = report(capsys, reference(RESNET), "--window", "steps:6-8")["devices"][0]
 
-    (dev,) = report(capsys, need(RESNET), "--window", f"us:{t0}-{t1}")["devices"]
+    (dev,) = report(capsys, reference(RESNET), "--window", f"us:{t0}-{t1}")["devices"]
     assert dev["window_source"] == "user"
     assert [s["name"] for s in dev["steps"]] == [
         "ProfilerStep#6",
@@ -927,7 +917,8 @@ def test_window_us(
     assert dev["idle_causes_us"] == by_steps["idle_causes_us"]
 
     # a window that starts half a microsecond into step 6: steps 7 and 8 lie wholly inside
-    (dev,) = report(capsys, need(RESNET), "--window", f"us:{t0 + Decimal('0.5')}-{t1}")["devices"]
+    window = f"us:{t0 + Decimal('0.5')}-{t1}"
+    (dev,) = report(capsys, reference(RESNET), "--window", window)["devices"]
     assert [s["name"] for s in dev["steps"]] == ["ProfilerStep#7", "ProfilerStep#8"]
     assert dev["window_start_us"] == t0 + Decimal("0.5")
     assert dev["window_us"] == t1 - t0 - Decimal("0.5")
@@ -939,7 +930,7 @@ def test_window_us(
     ["bogus", "steps:8-6", "steps:1.5-3", "steps:a-b", "us:5", "steps:", "ns:10-5", "us:2-1"],
 )
 def test_window_malformed(value: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "analyze", need(RESNET), "--window", value)
+    code, out, err = run(capsys, "analyze", reference(RESNET), "--window", value)
     assert code == 2
     assert out == ""
     lines = err.splitlines()

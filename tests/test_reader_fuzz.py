@@ -17,7 +17,7 @@ from badput.analysis.roofline import analyze_roofline
 from badput.errors import TraceFormatError
 from badput.trace import load_trace
 from badput.trace.ncu import read_ncu_csv
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, reference
 from synth_timeline import standard_timeline, write_nsys
 
 NCU = SHARED_TRACES / "ncu" / "copy_blocked.csv"
@@ -31,9 +31,7 @@ _SETTINGS = settings(
 
 
 def _ncu_bytes() -> bytes:
-    if not NCU.exists():
-        pytest.skip(f"{NCU} is missing (the shared traces sit beside the checkout)")
-    return NCU.read_bytes()
+    return reference(NCU).read_bytes()
 
 
 def _read_ncu(tmp_path: Path, data: bytes) -> None:

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, reference
 from synth import TraceBuilder, run_cli
 
 SECRETS = {
@@ -84,9 +84,7 @@ def legacy_trace_gz(tmp: Path) -> Path:
 
 
 def real_trace(tmp: Path) -> Path:
-    if not SHARED_REAL.is_file():
-        pytest.skip("shared real traces not available")
-    doc: dict[str, Any] = json.loads(gzip.decompress(SHARED_REAL.read_bytes()))
+    doc: dict[str, Any] = json.loads(gzip.decompress(reference(SHARED_REAL).read_bytes()))
     meta = doc.setdefault("metadata", {})
     meta["environment"] = dict(SECRETS)
     meta["envs"] = ENVS

@@ -22,7 +22,7 @@ from badput.analysis.tree import (
 )
 from badput.trace import load_trace
 from badput.trace.model import NO_ID, EventKind, Trace
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, reference
 from synth import US, TraceBuilder
 
 
@@ -339,7 +339,7 @@ def test_a_trace_without_gpu_work_or_host_events(tmp_path: Path) -> None:
 
 # ---- real traces ---------------------------------------------------------------------------
 
-# Every PyTorch trace with host ops in ../shared/traces, with the share of GPU time the tree
+# Every PyTorch trace with host ops in tests/data/traces, with the share of GPU time the tree
 # attributes to an op over the whole trace. Below 99 % only where the rest has a stated cause:
 # kernels queued before the profiler's host window opened (their launch calls are not in the
 # trace: "launched before the trace"), and `torch.cuda._sleep`, which launches without an op.
@@ -369,10 +369,7 @@ _EXPLAINED = {"launched before the trace", "launch outside any op"}
 
 
 def _shared(rel: str) -> Path:
-    path = SHARED_TRACES / rel
-    if not path.is_file():
-        pytest.skip(f"real trace not found: {path}")
-    return path
+    return reference(SHARED_TRACES / rel)
 
 
 def _gpu_steps(trace: Trace) -> list[tuple[int, int]]:

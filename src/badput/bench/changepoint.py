@@ -1,6 +1,6 @@
 """Change points in a benchmark's history: E-Divisive means with a seeded permutation test.
 
-The post-merge history monitor (shared/design/regression-gate.md, section 5.1, tier C) looks
+The post-merge history monitor (docs/regression-gate.md, section 5.1, tier C) looks
 for lasting shifts in a series of run-level values ordered by commit. The method is E-Divisive
 means (Matteson & James 2014, "A Nonparametric Approach for Multiple Change Point Analysis of
 Multivariate Data"), the detector MongoDB runs on its performance series (Daly et al. 2020,

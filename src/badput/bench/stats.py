@@ -1,6 +1,6 @@
 """Statistics of the A/B gate: paired log-ratios over interleaved rounds.
 
-The design (shared/design/regression-gate.md, section 5.1) in brief: the unit of replication is
+The design (docs/regression-gate.md, section 5.1) in brief: the unit of replication is
 the round, not the iteration; rounds of A and B alternate in one job, so each pair shares the
 machine's state; the statistic is d_i = ln(B_i) - ln(A_i). The effect is exp(median(d)) - 1
 with a seeded bootstrap confidence interval; the test is the one-sided Wilcoxon signed-rank

@@ -9,7 +9,7 @@ column below lists the physical names it has had, newest first; `resolve_table` 
 one a file has, so one reader serves every export schema.
 
 Sources: the schema comments of real exports (schema 3.13.2, nsys 2024.5; schema 3.20.2,
-nsys 2025.3; in `../shared/traces/nsys`), the "SQLite Export Schema Reference" of the Nsight
+nsys 2025.3; in `tests/data/traces/nsys`), the "SQLite Export Schema Reference" of the Nsight
 Systems documentation (2020.x to 2025.x), and the report scripts shipped with nsys 2021.1,
 which spell out the memory-kind and memcpy-kind values of exports without `ENUM_*` tables.
 """
