@@ -164,7 +164,8 @@ class TraceHandler:
         from badput.report.json_report import encode_document, job_document
         from badput.scale.work import analyze_path
 
-        outcome = analyze_path(path, window=self.window, top=self.top)
+        # One reading thread: inside the training job, the job's own threads keep the CPUs.
+        outcome = analyze_path(path, window=self.window, top=self.top, read_jobs=1)
         if outcome.error is not None:
             raise ValueError(outcome.error)
         job = diagnose_job([outcome])

@@ -87,8 +87,9 @@ JobsOption = Annotated[
     typer.Option(
         "--jobs",
         "-j",
-        help="Traces analysed at once: local worker processes (default: 1 for one trace, "
-        "else min(CPUs, traces)), or Ray tasks in flight (default: all, queued by Ray).",
+        help="Traces analysed at once: local worker processes (default: min(CPUs, traces)), "
+        "or Ray tasks in flight (default: all, queued by Ray). With one trace: threads that "
+        "read it (default: the CPUs, at most 8); the result is the same for any number.",
     ),
 ]
 AddressOption = Annotated[
@@ -146,10 +147,12 @@ def run_job(
     if len(files) == 1 and isinstance(runner, LocalExecutor):
         # One trace, in this process: a spinner naming it and its size while it is read.
         with progress(_reading(files[0])) as advance:
-            item = (files[0], window, top, _counter(advance), step_range, rules)
+            # Its pieces are scanned by --jobs threads (default: the CPUs): same result.
+            item = (files[0], window, top, _counter(advance), step_range, rules, jobs)
             outcomes = list(runner.map(analyze_path, [item]))
     else:
-        items = [(path, window, top, None, step_range, rules) for path in files]
+        # One thread per trace: the traces run side by side, each task on one CPU.
+        items = [(path, window, top, None, step_range, rules, 1) for path in files]
         what = f"analysing {plural(len(files), 'trace')}{where}"
         with progress(what, total=len(files)) as advance:
             outcomes = list(runner.map(analyze_path, items, _counter(advance)))

@@ -25,6 +25,7 @@ def analyze_path(
     progress: Callable[[int], None] | None = None,
     step_range: str | None = None,
     rules: ClassRules | None = None,
+    read_jobs: int | None = None,
 ) -> RankOutcome:
     """Analyse one trace file into its compact outcome; a bad trace becomes a failed outcome.
 
@@ -36,6 +37,7 @@ def analyze_path(
         progress: called with uncompressed bytes read so far (in-process runs only).
         step_range: `--step-range` text: the name of the ranges that delimit steps.
         rules: `--classify` overrides of the kernel classes.
+        read_jobs: threads that read the trace (`load_trace`'s `jobs`; default: its CPUs).
 
     Returns:
         The outcome, or one with `error` set to the reason the trace could not be read.
@@ -49,7 +51,7 @@ def analyze_path(
 
     spec = WindowSpec.parse(window) if window is not None else None
     try:
-        trace = load_trace(path, progress=progress, step_range=step_range)
+        trace = load_trace(path, progress=progress, step_range=step_range, jobs=read_jobs)
         devices = analyze_trace(trace, spec, rules=rules)
     except TraceFormatError as e:
         return RankOutcome(path=path, error=e.problem)

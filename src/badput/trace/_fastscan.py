@@ -5,6 +5,7 @@ Set `BADPUT_NO_C_SCAN=1` to read with msgspec alone (tests compare both paths).
 
 from __future__ import annotations
 
+import enum
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["AVAILABLE", "Scanned", "scan"]
+__all__ = ["AVAILABLE", "RUN_AVAILABLE", "Run", "RunStatus", "Scanned", "scan", "scan_run"]
 
 try:
     from badput.trace import _scan  # type: ignore[attr-defined]
@@ -21,6 +22,8 @@ except ImportError:  # built without a C compiler: the msgspec path reads everyt
     _scan = None
 
 AVAILABLE = _scan is not None
+#: Whether the build has `scan_events` (pieces cut anywhere: `scan_run`).
+RUN_AVAILABLE = AVAILABLE and hasattr(_scan, "scan_events")
 
 # Order of the columns in the C scanner's result tuple (enum in _scan.c).
 _COLUMNS = (
@@ -69,9 +72,50 @@ def scan(array_text: bytes | memoryview) -> Scanned | None:
     result = _scan.scan(array_text)
     if result is None:
         return None
-    n = len(_COLUMNS)
-    if len(result) != n + 4:
+    if len(result) != len(_COLUMNS) + 4:
         return None  # a stale build of _scan.c: the complete decoder reads it right
+    return _scanned(result, array_text)
+
+
+class RunStatus(enum.IntEnum):
+    """How a run of events ended (`RUN_*` in `_scan.c`)."""
+
+    MORE = 0  # the piece ended after a "," between events: more follow
+    DONE = 1  # the "]" closing the array; `Run.at` is just past it
+    TRUNCATED = 2  # the event at `Run.at` does not end inside the piece
+    REFUSED = 3  # the event at `Run.at` is whole but not for the fast path (to `value_end`)
+    MALFORMED = 4  # not JSON to go on from: the complete decoder says why
+
+
+@dataclass(frozen=True)
+class Run:
+    """The events of one piece the scanner took, and where and how it stopped.
+
+    Offsets count from the start of the buffer given to `scan_run`.
+    """
+
+    scanned: Scanned | None  # None: the texts of its names did not decode (see `_text`)
+    at: int
+    status: RunStatus
+    value_end: int
+
+
+def scan_run(buffer: bytes | memoryview, start: int, first: bool) -> Run | None:
+    """Scan the events of `buffer` from `start` on, up to its end or the array's "]".
+
+    `first`: `start` is just past the array's "[" (an empty array may close at once);
+    otherwise it is where an event begins after a ",". None when the C scanner is absent
+    or turned off (`BADPUT_NO_C_SCAN`). Releases the GIL while it scans.
+    """
+    if not RUN_AVAILABLE or os.environ.get("BADPUT_NO_C_SCAN"):
+        return None
+    result = _scan.scan_events(buffer, start, first)
+    n = len(_COLUMNS) + 4
+    return Run(_scanned(result[:n], buffer), result[n], RunStatus(result[n + 1]), result[n + 2])
+
+
+def _scanned(result: tuple[Any, ...], text: bytes | memoryview) -> Scanned | None:
+    n = len(_COLUMNS)
     try:
         strings = [_text(b) for b in result[n]]
         labels = [_text(b) for b in result[n + 1]]
@@ -82,6 +126,6 @@ def scan(array_text: bytes | memoryview) -> Scanned | None:
     if raw["meta_off"]:
         offsets = np.frombuffer(raw["meta_off"], dtype=np.int64).tolist()
         lengths = np.frombuffer(raw["meta_len"], dtype=np.int64).tolist()
-        with memoryview(array_text) as view:  # released here: the caller's buffer may regrow
+        with memoryview(text) as view:  # released here: the caller's buffer may regrow
             meta_args = [bytes(view[o : o + k]) for o, k in zip(offsets, lengths, strict=True)]
     return Scanned(raw, strings, labels, result[n + 2], meta_args, result[n + 3])

@@ -686,6 +686,37 @@ static int scan_array(cursor *c, scan_state *st) {
     return c->p == c->end ? 0 : -1;
 }
 
+/* The result tuple: the columns, the string tables, the count of events seen; NULL on error. */
+static PyObject *columns_tuple(scan_state *st, Py_ssize_t extra) {
+    PyObject *result = PyTuple_New(N_COLS + 4 + extra);
+    if (!result) return NULL;
+    for (int i = 0; i < N_COLS; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(st->cols[i].data ? st->cols[i].data : "",
+                                                (Py_ssize_t)st->cols[i].len);
+        if (!b) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(result, i, b);
+    }
+    PyObject *strings = interned_list(&st->strings);
+    PyObject *labels = strings ? interned_list(&st->labels) : NULL;
+    PyObject *seen = labels ? PyLong_FromSsize_t(st->seen) : NULL;
+    PyObject *values = seen ? interned_list(&st->values) : NULL;
+    if (!values) {
+        Py_XDECREF(strings);
+        Py_XDECREF(labels);
+        Py_XDECREF(seen);
+        Py_DECREF(result);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, N_COLS, strings);
+    PyTuple_SET_ITEM(result, N_COLS + 1, labels);
+    PyTuple_SET_ITEM(result, N_COLS + 2, seen);
+    PyTuple_SET_ITEM(result, N_COLS + 3, values);
+    return result;
+}
+
 static PyObject *scan(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -697,39 +728,114 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     Py_BEGIN_ALLOW_THREADS
     rc = scan_array(&c, &st);
     Py_END_ALLOW_THREADS
-    PyObject *result = NULL;
+    PyObject *result;
     if (rc < 0) {
         result = Py_None;
         Py_INCREF(result);
-        goto done;
+    } else {
+        result = columns_tuple(&st, 0);
     }
-    result = PyTuple_New(N_COLS + 4);
-    if (!result) goto done;
-    for (int i = 0; i < N_COLS; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(st.cols[i].data ? st.cols[i].data : "",
-                                                (Py_ssize_t)st.cols[i].len);
-        if (!b) {
-            Py_CLEAR(result);
-            goto done;
+    state_free(&st);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- a run of events: one piece of the events array, cut anywhere ----------------------- */
+
+/* How a run of events ended (scan_events' status). */
+enum {
+    RUN_MORE,      /* the piece ended after a ',' between events: more follow */
+    RUN_DONE,      /* the ']' that closes the array: `end` is just past it */
+    RUN_TRUNCATED, /* the event at `end` does not end inside the piece (or no ',' follows it) */
+    RUN_REFUSED,   /* the event at `end` is whole JSON the fast path does not take: the caller
+                      decodes buffer[end:value_end] itself and goes on after it */
+    RUN_MALFORMED  /* not JSON the caller can go on from: the complete decoder says why */
+};
+
+/* Bytes from the end of the piece within which a failure may be the piece's end, not the
+ * text's fault: a "\u" escape or a literal cut short fails up to six bytes before it. */
+#define CUT_SLACK 8
+
+/* Events from c->p on (`first`: just past the array's '[', where ']' may come at once).
+ * Kept events go to `st`; returns a RUN_* status, `*at` the offset it is about, and for
+ * RUN_REFUSED `*value_end` the end of that event's JSON value. */
+static int scan_run(cursor *c, scan_state *st, int first, const char **at,
+                    const char **value_end) {
+    int after_comma = !first;
+    for (;;) {
+        skip_ws(c);
+        *at = c->p;
+        if (c->p >= c->end) return after_comma ? RUN_MORE : RUN_TRUNCATED;
+        if (*c->p == ']') {
+            if (after_comma) return RUN_MALFORMED; /* a trailing comma */
+            c->p++;
+            *at = c->p;
+            return RUN_DONE;
         }
-        PyTuple_SET_ITEM(result, i, b);
+        const char *q = c->p;
+        if (scan_event(c, st) < 0) {
+            cursor t = {q, c->end};
+            *at = q;
+            if (skip_value(&t, 1) == 0 && *q == '{') {
+                *value_end = t.p;
+                return RUN_REFUSED;
+            }
+            return t.p >= c->end - CUT_SLACK ? RUN_TRUNCATED : RUN_MALFORMED;
+        }
+        skip_ws(c);
+        if (c->p >= c->end) {
+            *at = c->p;
+            return RUN_TRUNCATED; /* an event, then the end: no ',' or ']' yet */
+        }
+        if (*c->p == ',') {
+            c->p++;
+            after_comma = 1;
+            continue;
+        }
+        if (*c->p == ']') {
+            c->p++;
+            *at = c->p;
+            return RUN_DONE;
+        }
+        *at = c->p;
+        return RUN_MALFORMED;
     }
-    PyObject *strings = interned_list(&st.strings);
-    PyObject *labels = strings ? interned_list(&st.labels) : NULL;
-    PyObject *seen = labels ? PyLong_FromSsize_t(st.seen) : NULL;
-    PyObject *values = seen ? interned_list(&st.values) : NULL;
-    if (!values) {
-        Py_XDECREF(strings);
-        Py_XDECREF(labels);
-        Py_XDECREF(seen);
-        Py_CLEAR(result);
-        goto done;
+}
+
+static PyObject *scan_events(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start;
+    int first;
+    if (!PyArg_ParseTuple(args, "y*np", &view, &start, &first)) return NULL;
+    if (start < 0 || start > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "start out of range");
+        return NULL;
     }
-    PyTuple_SET_ITEM(result, N_COLS, strings);
-    PyTuple_SET_ITEM(result, N_COLS + 1, labels);
-    PyTuple_SET_ITEM(result, N_COLS + 2, seen);
-    PyTuple_SET_ITEM(result, N_COLS + 3, values);
-done:
+    scan_state st;
+    memset(&st, 0, sizeof(st));
+    st.base = (const char *)view.buf;
+    cursor c = {(const char *)view.buf + start, (const char *)view.buf + view.len};
+    const char *at = c.p, *value_end = c.p;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = scan_run(&c, &st, first, &at, &value_end);
+    Py_END_ALLOW_THREADS
+    PyObject *result = columns_tuple(&st, 3);
+    if (result) {
+        PyObject *a = PyLong_FromSsize_t((Py_ssize_t)(at - st.base));
+        PyObject *b = a ? PyLong_FromLong(status) : NULL;
+        PyObject *v = b ? PyLong_FromSsize_t((Py_ssize_t)(value_end - st.base)) : NULL;
+        if (!v) {
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            Py_CLEAR(result);
+        } else {
+            PyTuple_SET_ITEM(result, N_COLS + 4, a);
+            PyTuple_SET_ITEM(result, N_COLS + 5, b);
+            PyTuple_SET_ITEM(result, N_COLS + 6, v);
+        }
+    }
     state_free(&st);
     PyBuffer_Release(&view);
     return result;
@@ -739,6 +845,9 @@ static PyMethodDef methods[] = {
     {"scan", scan, METH_O,
      "scan(buffer) -> tuple | None: typed columns of a JSON array of trace events, or None "
      "when the text needs the complete decoder."},
+    {"scan_events", scan_events, METH_VARARGS,
+     "scan_events(buffer, start, first) -> tuple: the columns of the events from `start` on, "
+     "then (offset, status, value_end): how the run ended (see scan_run)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.errors import TraceFormatError
-from badput.trace import _fastscan
+from badput.trace import _fastscan, _pieces
 from badput.trace._files import file_problem
 from badput.trace._kineto_columns import (
     _COLUMN_TYPES,
@@ -110,7 +110,8 @@ def _decode_piece(columns: _Columns, array_text: bytes | memoryview) -> None:
 
 
 @contextmanager
-def _open(path: str) -> Iterator[IO[bytes]]:
+def _open_raw(path: str) -> Iterator[tuple[IO[bytes], bool]]:
+    """The file, checked to be a regular one, and whether it is gzipped."""
     problem = file_problem(path)
     if problem is not None:
         raise TraceFormatError(path, problem)
@@ -127,13 +128,19 @@ def _open(path: str) -> Iterator[IO[bytes]]:
     try:
         magic = raw.read(2)
         raw.seek(0)
-        if magic == b"\x1f\x8b":
+        yield raw, magic == b"\x1f\x8b"
+    finally:
+        raw.close()
+
+
+@contextmanager
+def _open(path: str) -> Iterator[IO[bytes]]:
+    with _open_raw(path) as (raw, gzipped):
+        if gzipped:
             with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
                 yield gz  # type: ignore[misc]
         else:
             yield raw
-    finally:
-        raw.close()
 
 
 class _Source:
@@ -197,12 +204,14 @@ def _json_problem(err: msgspec.DecodeError) -> str:
     return f"not valid JSON ({text})"
 
 
-def read_kineto(path: str, progress: Callable[[int], None] | None = None) -> Trace:
+def read_kineto(path: str, progress: Callable[[int], None] | None = None, jobs: int = 1) -> Trace:
     """Read one Kineto trace file (JSON or gzipped JSON) into a columnar Trace.
 
     Args:
         path: the file.
         progress: called with the number of uncompressed bytes read so far, after each piece.
+        jobs: pieces of the events array scanned at once (threads; see `_pieces`). The
+            result is the same for any number.
 
     Returns:
         The trace, rows in file order.
@@ -215,8 +224,19 @@ def read_kineto(path: str, progress: Callable[[int], None] | None = None) -> Tra
         >>> trace.devices()  # doctest: +SKIP
         [0]
     """
-    columns = _Columns(path)
     try:
+        if _pieces.usable():
+            columns = _Columns(path)
+            try:
+                with (
+                    _open_raw(path) as (raw, gzipped),
+                    _pieces.open_text(raw, gzipped, jobs, CHUNK_BYTES) as text,
+                ):
+                    document = _pieces.read_events(text, columns, jobs, _decode_piece, progress)
+                return _build(path, columns, document)
+            except _pieces.NotFast:
+                pass  # the complete path below reads it, with its rules and its messages
+        columns = _Columns(path)
         with _open(path) as stream:
             document = _read_document(path, _Source(path, stream), columns, progress)
         return _build(path, columns, document)

@@ -18,6 +18,7 @@ import msgspec
 
 from badput.errors import TraceFormatError
 from badput.trace._files import is_regular_file, require_regular_file
+from badput.trace._pieces import default_read_jobs
 from badput.trace._step_ranges import mark_step_ranges
 from badput.trace.kineto import read_kineto
 from badput.trace.model import Trace
@@ -221,6 +222,7 @@ def load_trace(
     progress: Callable[[int], None] | None = None,
     *,
     step_range: str | None = None,
+    jobs: int | None = None,
 ) -> Trace:
     """Read one trace file: PyTorch profiler JSON (plain or gzipped) or an nsys SQLite export.
 
@@ -231,6 +233,8 @@ def load_trace(
             delimit steps; they are analysed as `ProfilerStep#N`. Without it, an Nsight Systems
             export uses `ProfilerStep#N` ranges if it has them, else ranges named like
             `train_step`/`step`/`iteration` (see `AUTO_STEP_NAMES`).
+        jobs: threads that scan pieces of a PyTorch profiler trace at once (default: the
+            CPUs this process may use, at most 8); the trace is the same for any number.
 
     Every string the trace carries (names, labels, GPU names, warnings) and the problem of
     every TraceFormatError is redacted (`badput.trace.redact`): whatever a report shows of a
@@ -240,7 +244,7 @@ def load_trace(
         TraceFormatError: the file cannot be read as a trace, or is not a regular file.
     """
     try:
-        trace = _read_trace(path, progress, step_range)
+        trace = _read_trace(path, progress, step_range, jobs)
     except TraceFormatError as e:
         clean = redact_error(e)
         if clean is e:
@@ -249,7 +253,12 @@ def load_trace(
     return redact_trace(trace)
 
 
-def _read_trace(path: str, progress: Callable[[int], None] | None, step_range: str | None) -> Trace:
+def _read_trace(
+    path: str,
+    progress: Callable[[int], None] | None,
+    step_range: str | None,
+    jobs: int | None = None,
+) -> Trace:
     """`load_trace` before redaction."""
     file, pid = split_process_path(path)
     # Before any reader opens it: a FIFO or a device would block the open or the read.
@@ -259,7 +268,7 @@ def _read_trace(path: str, progress: Callable[[int], None] | None, step_range: s
     if pid is not None or is_sqlite(file) or file.endswith(_SQLITE_SUFFIXES):
         trace = read_nsys(path, progress=progress)
         return mark_step_ranges(trace, step_range, auto=True, what="NVTX ranges")
-    trace = read_kineto(path, progress=progress)
+    trace = read_kineto(path, progress=progress, jobs=default_read_jobs() if jobs is None else jobs)
     if step_range is None:
         return trace
     return mark_step_ranges(trace, step_range, auto=False, what="annotations")

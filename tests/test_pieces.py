@@ -1,0 +1,219 @@
+"""The reader's fast path (`badput.trace._pieces`): the events array cut at guessed places,
+scanned in parallel threads, gives exactly what the complete path gives.
+
+Every guess of a place to cut (a `{` after a `,`) that can be wrong is made wrong here: inside
+a name, inside a list of objects in args; pieces of one byte make every event its own piece;
+events the scanner refuses sit between them. Truncated and malformed texts keep the complete
+path's errors.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from badput.errors import TraceFormatError
+from badput.trace import _fastscan, _pieces, kineto
+from badput.trace.model import Trace
+from test_reader import assert_same_trace
+
+pytestmark = pytest.mark.skipif(not _pieces.usable(), reason="the C scanner is not built")
+
+TRICKY_NAMES = [
+    "aten::mm",
+    'a},{\\"ph\\":\\"X\\",\\"name\\":\\"fake\\"',  # a cut guess inside a string
+    'quote \\" and },\\n{ escaped',
+    "caf\\u00e9 },{",
+    "ProfilerStep#1",
+]
+
+
+def _events(n: int, seed: int) -> list[str]:
+    """Event texts: tricky names, nested lists of objects, some events the scanner refuses."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        name = rng.choice(TRICKY_NAMES)
+        args = [f'"External id": {i}']
+        if rng.random() < 0.3:
+            args.append('"l": [{"a": 1},{"b": [{"c": 2}]}]')  # `},{` and `,{` inside an event
+        if rng.random() < 0.3:
+            args.append('"Input Dims": [[2, 3], []], "Input type": ["float", ""]')
+        pid = "1.5" if rng.random() < 0.1 else "1"  # a float pid: refused, decoded leniently
+        out.append(
+            f'{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": {pid}, "tid": 2, '
+            f'"ts": {10 * i}, "dur": 5, "args": {{{", ".join(args)}}}}}'
+        )
+    out.append('{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, '
+               '"dur": 2, "args": {"device": 0, "stream": 7, "correlation": 1}}')  # fmt: skip
+    return out
+
+
+def _write(tmp_path: Path, events: list[str], *, compact: bool, gz: bool, bare: bool) -> Path:
+    sep = "," if compact else ",\n  "
+    array = "[" + sep.join(events) + "]"
+    if bare:
+        text = array
+    else:
+        text = (
+            '{"schemaVersion": 1, "traceEvents": '
+            + array
+            + ', "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], '
+            '"distributedInfo": {"rank": 3, "world_size": 8}}'
+        )
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    data = text.encode()
+    path.write_bytes(gzip.compress(data, 1) if gz else data)
+    return path
+
+
+def _complete(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:
+    with monkeypatch.context() as m:
+        m.setattr(_pieces, "usable", lambda: False)
+        m.setenv("BADPUT_NO_C_SCAN", "1")
+        return kineto.read_kineto(str(path))
+
+
+def _fast(path: Path, monkeypatch: pytest.MonkeyPatch, piece: int, jobs: int) -> Trace:
+    calls: list[int] = []
+    real = _pieces.read_events
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(kineto, "CHUNK_BYTES", piece)
+        m.setattr(_pieces, "read_events", spy)
+        trace = kineto.read_kineto(str(path), jobs=jobs)
+    assert calls, "the fast path was not taken"
+    return trace
+
+
+@pytest.mark.parametrize("compact", [True, False])
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("bare", [False, True])
+def test_any_cut_any_jobs_same_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compact: bool, gz: bool, bare: bool
+) -> None:
+    path = _write(tmp_path, _events(300, seed=7), compact=compact, gz=gz, bare=bare)
+    want = _complete(path, monkeypatch)
+    assert len(want) == 301
+    for piece in (1, 37, 500, 1 << 20):
+        for jobs in (1, 3):
+            got = _fast(path, monkeypatch, piece, jobs)
+            # Label ids follow first sight, which the lenient events change: compare labels.
+            assert_same_trace(got, want, same_label_ids=False)
+            assert got.op_args is not None and want.op_args is not None
+            assert [got.op_args.value(i) for i in got.op_args.dims.tolist()] == [
+                want.op_args.value(i) for i in want.op_args.dims.tolist()
+            ]
+
+
+def test_cuts_that_do_not_hold_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces of one byte: each guess inside a name is taken, fails and is scanned again."""
+    events = [
+        '{"ph": "X", "name": "a},{\\"x\\": 1, \\"y\\":{", "pid": 1, "tid": 1, "ts": 1, "dur": 1}',
+        '{"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}',
+    ]
+    text = ("[" + ",".join(events) + "]").encode()
+    runs: list[_fastscan.RunStatus] = []
+    real = _fastscan.scan_run
+
+    def spy(buffer: Any, start: int, first: bool) -> Any:
+        run = real(buffer, start, first)
+        runs.append(run.status)  # type: ignore[union-attr]
+        return run
+
+    class Columns:
+        seen = 0
+
+        def add_scanned(self, scanned: _fastscan.Scanned) -> None:
+            self.seen += scanned.seen
+
+    monkeypatch.setattr(_fastscan, "scan_run", spy)
+
+    class Mem(_pieces.MappedText):
+        def __init__(self) -> None:  # the text in memory, not in a file
+            self._piece_bytes = 1
+            self._map = text  # type: ignore[assignment]
+            self._view = memoryview(text)
+            self._size = len(text)
+            self._released = 0
+
+        def release(self, end: int) -> None:
+            pass
+
+    cols = Columns()
+    doc = _pieces.read_events(Mem(), cols, 1, lambda c, b: None)  # type: ignore[arg-type]
+    assert doc is None and cols.seen == 2
+    assert _fastscan.RunStatus.TRUNCATED in runs and runs[-1] is _fastscan.RunStatus.DONE
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize(
+    "cut",
+    [
+        lambda t: t[: len(t) // 2],  # truncated in the middle
+        lambda t: t[: t.rindex(b"]")],  # the array never closes
+        lambda t: t.replace(b'"tid": 2, ', b'"tid": 2 ', 1),  # a missing comma
+        lambda t: t.replace(b"}},{", b"}},]{", 1),  # a stray bracket between events
+    ],
+    ids=["half", "unclosed", "no-comma", "bracket"],
+)
+def test_bad_text_keeps_the_complete_paths_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool, cut: Any
+) -> None:
+    good = _write(tmp_path, _events(200, seed=3), compact=True, gz=False, bare=False)
+    data = cut(good.read_bytes())
+    path = tmp_path / ("bad.json.gz" if gz else "bad.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    errors = []
+    for fast in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(kineto, "CHUNK_BYTES", 64)
+            if not fast:
+                m.setattr(_pieces, "usable", lambda: False)
+            with pytest.raises(TraceFormatError) as e:
+                kineto.read_kineto(str(path), jobs=2)
+            errors.append(str(e.value))
+    assert errors[0] == errors[1]
+    assert str(path) in errors[0]
+
+
+def test_header_fields_around_the_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path, _events(20, seed=1), compact=False, gz=False, bare=False)
+    got = _fast(path, monkeypatch, 64, 2)
+    assert (got.rank, got.world_size, got.gpu_names) == (3, 8, {0: "NVIDIA H100 80GB HBM3"})
+
+
+def test_progress_reaches_the_text_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path, _events(200, seed=2), compact=True, gz=True, bare=False)
+    calls: list[int] = []
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 256)
+    kineto.read_kineto(str(path), progress=calls.append, jobs=2)
+    size = len(gzip.decompress(path.read_bytes()))
+    assert len(calls) > 10 and calls == sorted(calls) and calls[-1] == size
+
+
+def test_mapped_pages_are_handed_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each merged piece's pages go back (MADV_DONTNEED): the text is never held whole."""
+    path = _write(tmp_path, _events(3000, seed=5), compact=True, gz=False, bare=False)
+    released: list[int] = []
+    real = _pieces.MappedText.release
+
+    def spy(self: _pieces.MappedText, end: int) -> None:
+        released.append(end)
+        real(self, end)
+
+    monkeypatch.setattr(_pieces.MappedText, "release", spy)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
+    kineto.read_kineto(str(path))
+    size = path.stat().st_size
+    assert len(released) > 5 and released == sorted(released) and released[-1] < size
+    assert json.loads(path.read_bytes())["traceEvents"]  # the file is untouched
