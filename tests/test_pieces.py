@@ -217,3 +217,29 @@ def test_mapped_pages_are_handed_back(tmp_path: Path, monkeypatch: pytest.Monkey
     size = path.stat().st_size
     assert len(released) > 5 and released == sorted(released) and released[-1] < size
     assert json.loads(path.read_bytes())["traceEvents"]  # the file is untouched
+
+
+@pytest.mark.parametrize("isal", [True, False])
+def test_gzip_with_and_without_isal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isal: bool
+) -> None:
+    """python-isal inflates when installed (the `fast` extra); zlib's gzip otherwise."""
+    import sys
+
+    path = _write(tmp_path, _events(100, seed=4), compact=False, gz=True, bare=False)
+    want = _complete(path, monkeypatch)
+    if not isal:
+        monkeypatch.setitem(sys.modules, "isal", None)  # `import isal` fails: not installed
+    elif pytest.importorskip("isal") is None:
+        pytest.skip("isal is not installed")
+    seen: list[str] = []
+    real = _pieces._inflater
+
+    def spy(raw: Any) -> Any:
+        reader = real(raw)
+        seen.append(type(reader).__module__)
+        return reader
+
+    monkeypatch.setattr(_pieces, "_inflater", spy)
+    assert_same_trace(_fast(path, monkeypatch, 300, 2), want, same_label_ids=False)
+    assert seen == (["isal.igzip"] if isal else ["gzip"])
