@@ -87,7 +87,7 @@ static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
         n -= 8;
     }
     uint64_t w = 0;
-    memcpy(&w, p, (size_t)n);
+    for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)(unsigned char)p[i] << (8 * i);
     h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
     return h ^ (h >> 29);
 }
@@ -129,6 +129,7 @@ static int32_t intern(interner *t, const char *p, Py_ssize_t n) {
 typedef struct {
     const char *p;
     const char *end;
+    int escaped; /* the last string scan_string read held a backslash escape */
 } cursor;
 
 static inline void skip_ws(cursor *c) {
@@ -156,6 +157,7 @@ static inline int first_special(const char *p) {
 static int scan_string(cursor *c, const char **s, Py_ssize_t *n) {
     if (c->p >= c->end || *c->p != '"') return -1;
     const char *start = ++c->p;
+    c->escaped = 0;
     while (c->p < c->end) {
 #ifdef WORD_SCAN
         int skip;
@@ -173,6 +175,7 @@ static int scan_string(cursor *c, const char **s, Py_ssize_t *n) {
         if (ch == '\\') {
             /* only the escapes JSON has: msgspec refuses the others */
             if (c->end - c->p < 2) return -1;
+            c->escaped = 1;
             switch (c->p[1]) {
                 case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
                     c->p += 2;
@@ -367,7 +370,9 @@ static int scan_id(cursor *c, interner *labels, int64_t *value, int32_t *label) 
     return scan_int(c, value);
 }
 
-#define KEY_IS(k, n, lit) ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k), (lit), (n)) == 0)
+/* The length is the literal's, a constant: the compiler inlines the compare. */
+#define KEY_IS(k, n, lit) \
+    ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k), (lit), sizeof(lit) - 1) == 0)
 
 typedef struct {
     int64_t device, stream, correlation, ext, ext_lower, bytes, alloc_bytes, total_allocated,
@@ -409,7 +414,7 @@ static int scan_args(cursor *c, args_t *a, int *has_coll, op_t *op) {
         Py_ssize_t kn;
         skip_ws(c);
         if (scan_string(c, &k, &kn) < 0) return -1;
-        if (memchr(k, '\\', (size_t)kn)) return -1;
+        if (c->escaped) return -1; /* an escaped key: let msgspec decode it */
         skip_ws(c);
         if (c->p >= c->end || *c->p != ':') return -1;
         c->p++;
@@ -512,7 +517,7 @@ static int scan_event(cursor *c, scan_state *st) {
             Py_ssize_t kn;
             skip_ws(c);
             if (scan_string(c, &k, &kn) < 0) return -1;
-            if (memchr(k, '\\', (size_t)kn)) return -1; /* escaped key: let msgspec decode it */
+            if (c->escaped) return -1; /* an escaped key: let msgspec decode it */
             skip_ws(c);
             if (c->p >= c->end || *c->p != ':') return -1;
             c->p++;
@@ -633,6 +638,23 @@ static int scan_event(cursor *c, scan_state *st) {
     return 1;
 }
 
+/* Bytes per row of each column, in enum order. */
+static const unsigned char COL_SIZE[N_COLS] = {
+    1, 4, 4, 8, 4, 8, 4, 8, 1, 8, 1, 8, 4,  /* phase .. id_label */
+    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,        /* device .. device_type */
+    8, 8, 8,                                /* meta_row, meta_off, meta_len */
+    8, 4, 4, 4, 4, 8, 8};                   /* op_row .. op_fwd */
+
+/* Room for `rows` rows in every column, so that none grows (and copies) while scanning. A
+ * kept event takes at least 10 bytes of text ({"ph":"X"}), so text_len / 10 + 1 rows never
+ * run out; pages that stay unused are never touched, so they cost no memory. */
+static int reserve_columns(scan_state *st, size_t rows) {
+    for (int i = 0; i < N_COLS; i++) {
+        if (st->cols[i].cap == 0 && col_grow(&st->cols[i], rows * COL_SIZE[i]) < 0) return -1;
+    }
+    return 0;
+}
+
 static void state_free(scan_state *st) {
     for (int i = 0; i < N_COLS; i++) free(st->cols[i].data);
     free(st->strings.slots);
@@ -722,7 +744,7 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     scan_state st;
     memset(&st, 0, sizeof(st));
-    cursor c = {(const char *)view.buf, (const char *)view.buf + view.len};
+    cursor c = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
     st.base = (const char *)view.buf;
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -774,7 +796,7 @@ static int scan_run(cursor *c, scan_state *st, int first, const char **at,
         }
         const char *q = c->p;
         if (scan_event(c, st) < 0) {
-            cursor t = {q, c->end};
+            cursor t = {q, c->end, 0};
             *at = q;
             if (skip_value(&t, 1) == 0 && *q == '{') {
                 *value_end = t.p;
@@ -815,12 +837,19 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     scan_state st;
     memset(&st, 0, sizeof(st));
     st.base = (const char *)view.buf;
-    cursor c = {(const char *)view.buf + start, (const char *)view.buf + view.len};
+    cursor c = {(const char *)view.buf + start, (const char *)view.buf + view.len, 0};
     const char *at = c.p, *value_end = c.p;
-    int status;
+    int status = RUN_MALFORMED;
+    int reserved;
     Py_BEGIN_ALLOW_THREADS
-    status = scan_run(&c, &st, first, &at, &value_end);
+    reserved = reserve_columns(&st, (size_t)(view.len - start) / 10 + 1);
+    if (reserved == 0) status = scan_run(&c, &st, first, &at, &value_end);
     Py_END_ALLOW_THREADS
+    if (reserved < 0) {
+        state_free(&st);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
     PyObject *result = columns_tuple(&st, 3);
     if (result) {
         PyObject *a = PyLong_FromSsize_t((Py_ssize_t)(at - st.base));
