@@ -191,7 +191,7 @@ def _topological_order(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64:
     s_bits = (int(sub.max()) - s0).bit_length()
     c_bits = int(chain.max()).bit_length()
     if t_bits + 2 + s_bits + c_bits > 62 or int(cls.max()) > 3 or int(chain.min()) < 0:
-        order: I64 = np.lexsort((chain, sub, cls, t)).astype(np.int64)
+        order: I64 = np.lexsort((chain, sub, cls, t)).astype(np.int64, copy=False)
         return order
     key = t - t0
     key <<= 2
@@ -200,82 +200,123 @@ def _topological_order(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64:
     key |= sub - s0
     key <<= c_bits
     key |= chain
-    packed: I64 = np.argsort(key, kind="stable").astype(np.int64)
+    packed: I64 = np.argsort(key, kind="stable").astype(np.int64, copy=False)
     return packed
 
 
 def _stable_order(small: Ints) -> I64:
     """Stable argsort of small non-negative ints (chain ids): radix sort on int16 where they fit."""
     if small.shape[0] and int(small.min()) >= 0 and int(small.max()) < 1 << 15:
-        order: I64 = np.argsort(small.astype(np.int16), kind="stable").astype(np.int64)
+        order: I64 = np.argsort(small.astype(np.int16), kind="stable").astype(np.int64, copy=False)
         return order
-    fallback: I64 = np.argsort(small, kind="stable").astype(np.int64)
+    fallback: I64 = np.argsort(small, kind="stable").astype(np.int64, copy=False)
     return fallback
 
 
-def _host_spans(trace: Trace) -> I64:
-    """Rows of the host's annotations and Python frames with a length."""
-    kind = trace.kind
-    spans: I64 = np.flatnonzero(
-        ((kind == EventKind.ANNOTATION) | (kind == EventKind.PYTHON))
-        & (trace.phase == FlowPhase.COMPLETE)
-        & (trace.dur_ns > 0)
-    ).astype(np.int64)
-    return spans
+@dataclass(frozen=True, eq=False)
+class _HostSpans:
+    """The host's annotations and Python frames with a length, nested once per graph.
+
+    A graph asks about them per gap, twice (its dependency edges, then its lead time), and
+    each ask looks up the innermost span twice: nesting the spans (millions of Python frames
+    in a Python-heavy trace) once serves all four. Threads are dense keys of (pid, tid) in
+    lexicographic order, over the spans' threads only: a gap on a thread without spans gets
+    the key `n_threads`, which no span has.
+
+    Attributes:
+        rows: Trace rows of the spans, in open order (by thread, then start: `nest`).
+        key: thread key of each span, in open order.
+        start_ns, end_ns: each span's times, in open order.
+        parent: the enclosing span of each (index into these arrays), `NO_ID` at a root.
+        merged: the union of the spans per thread (`_merged`).
+        thread_pid, thread_tid: (pid, tid) of each thread key.
+    """
+
+    rows: I64
+    key: I64
+    start_ns: I64
+    end_ns: I64
+    parent: I64
+    merged: tuple[tuple[I64, I64], I64]
+    thread_pid: I64
+    thread_tid: I64
+
+    @staticmethod
+    def of(trace: Trace) -> _HostSpans | None:
+        """The trace's spans; None where it has none."""
+        kind = trace.kind
+        spans: I64 = np.flatnonzero(
+            ((kind == EventKind.ANNOTATION) | (kind == EventKind.PYTHON))
+            & (trace.phase == FlowPhase.COMPLETE)
+            & (trace.dur_ns > 0)
+        ).astype(np.int64)
+        if spans.shape[0] == 0:
+            return None
+        pid, tid = trace.pid[spans], trace.tid[spans]
+        key = dense_pairs(pid, tid)
+        start, end = trace.ts_ns[spans], trace.ts_ns[spans] + trace.dur_ns[spans]
+        merged = _merged(key, start, end)
+        n_threads = int(key.max()) + 1
+        thread_pid = np.zeros(n_threads, dtype=np.int64)
+        thread_tid = np.zeros(n_threads, dtype=np.int64)
+        thread_pid[key], thread_tid[key] = pid, tid
+
+        def zero_rank(at: I64) -> npt.NDArray[np.int8]:
+            return np.zeros(at.shape[0], dtype=np.int8)
+
+        order, parent, key, start, end = nest(key, start, end, zero_rank)
+        return _HostSpans(spans[order], key, start, end, parent, merged, thread_pid, thread_tid)
+
+    def keys_of(self, trace: Trace, rows: I64) -> I64:
+        """Thread key of each row's thread; `n_threads` where no span is on it."""
+        n_threads = self.thread_pid.shape[0]
+        both = dense_pairs(
+            np.concatenate([self.thread_pid, trace.pid[rows]]),
+            np.concatenate([self.thread_tid, trace.tid[rows]]),
+        )
+        key_of = np.full(int(both.max()) + 1, n_threads, dtype=np.int64)
+        key_of[both[:n_threads]] = np.arange(n_threads)
+        found: I64 = key_of[both[n_threads:]]
+        return found
 
 
-def _span_cover(trace: Trace, rows: I64, t_from: I64, t_to: I64) -> tuple[I64, I64]:
+def _span_cover(
+    spans: _HostSpans | None, trace: Trace, rows: I64, t_from: I64, t_to: I64
+) -> tuple[I64, I64]:
     """Per gap `[t_from, t_to]` on the thread of `rows`: the time spans cover of it.
 
-    Spans: annotations and Python frames. Also the innermost span at the gap's end (else at
-    its start), `NO_ID` where none is.
+    Spans: annotations and Python frames (`_HostSpans`). Also the innermost span at the
+    gap's end (else at its start), `NO_ID` where none is.
     """
-    spans = _host_spans(trace)
-    if spans.shape[0] == 0 or rows.shape[0] == 0:
+    if spans is None or rows.shape[0] == 0:
         zero = np.zeros(rows.shape[0], dtype=np.int64)
         return zero, np.full(rows.shape[0], NO_ID, dtype=np.int64)
-    keys = dense_pairs(
-        np.concatenate([trace.pid[spans], trace.pid[rows]]),
-        np.concatenate([trace.tid[spans], trace.tid[rows]]),
-    )
-    s_key, q_key = keys[: spans.shape[0]], keys[spans.shape[0] :]
-    starts, ends = _merged(s_key, trace.ts_ns[spans], trace.end_ns[spans])
+    q_key = spans.keys_of(trace, rows)
+    starts, ends = spans.merged
     covered = _coverage(starts, ends, q_key, t_to) - _coverage(starts, ends, q_key, t_from)
     at_end = np.maximum(t_to - 1, t_from)
-    named = _enclosing_span(trace, rows, at_end, at_end)
+    named = _enclosing_span(spans, q_key, at_end, at_end)
     missing = named < 0
-    named[missing] = _enclosing_span(trace, rows[missing], t_from[missing], t_from[missing])
+    named[missing] = _enclosing_span(spans, q_key[missing], t_from[missing], t_from[missing])
     return np.maximum(covered, 0), named
 
 
-def _enclosing_span(trace: Trace, rows: I64, t_from: I64, t_to: I64) -> I64:
-    """Per gap `[t_from, t_to]` on the thread of `rows`, the innermost span containing it.
+def _enclosing_span(spans: _HostSpans, q_key: I64, t_from: I64, t_to: I64) -> I64:
+    """Per gap `[t_from, t_to]` on thread `q_key`, the innermost span (row) containing it.
 
-    Spans: annotations and Python frames. `NO_ID` where none contains the gap.
+    `NO_ID` where none contains the gap.
     """
-    out = np.full(rows.shape[0], NO_ID, dtype=np.int64)
-    spans = _host_spans(trace)
-    if spans.shape[0] == 0 or rows.shape[0] == 0:
+    out = np.full(q_key.shape[0], NO_ID, dtype=np.int64)
+    if q_key.shape[0] == 0:
         return out
-    keys = dense_pairs(
-        np.concatenate([trace.pid[spans], trace.pid[rows]]),
-        np.concatenate([trace.tid[spans], trace.tid[rows]]),
-    )
-    s_key, q_key = keys[: spans.shape[0]], keys[spans.shape[0] :]
-    s_start, s_end = trace.ts_ns[spans], trace.end_ns[spans]
-
-    def zero_rank(at: I64) -> npt.NDArray[np.int8]:
-        return np.zeros(at.shape[0], dtype=np.int8)
-
-    order, parent, _, _, _ = nest(s_key, s_start, s_end, zero_rank)
-    spans, s_key, s_start, s_end = spans[order], s_key[order], s_start[order], s_end[order]
+    parent, s_end = spans.parent, spans.end_ns
     # The last span opened at or before the gap, then up its parents until one contains it.
-    cand = _last_at_or_before(s_key, s_start, q_key, t_from)
+    cand = _last_at_or_before(spans.key, spans.start_ns, q_key, t_from)
     todo = np.flatnonzero(cand >= 0)
     while todo.size:
         c = cand[todo]
         hit = s_end[c] >= t_to[todo]
-        out[todo[hit]] = spans[c[hit]]
+        out[todo[hit]] = spans.rows[c[hit]]
         todo = todo[~hit]
         cand[todo] = parent[cand[todo]]
         todo = todo[cand[todo] >= 0]
@@ -390,9 +431,9 @@ def build_graph(
     # Streams: order by (stream, start); an activity overlapping the next on its stream (a
     # trace fault) ends where the next begins, and one left without length is dropped.
     stream = trace.stream[g_row]
-    order = np.lexsort((trace.end_ns[g_row], ts[g_row], stream))
+    order = np.lexsort((ts[g_row] + dur[g_row], ts[g_row], stream))
     g_row, g_launch, stream = g_row[order], g_launch[order], stream[order]
-    g_start, g_end = ts[g_row], trace.end_ns[g_row]
+    g_start, g_end = ts[g_row], ts[g_row] + dur[g_row]
     same_next = np.zeros(g_row.shape[0], dtype=np.bool_)
     same_next[:-1] = stream[1:] == stream[:-1]
     nxt = np.append(g_start[1:], 0)
@@ -418,14 +459,18 @@ def build_graph(
         r: npt.NDArray[np.int8] = _RANK[h_kind[at]]
         return r
 
-    h_order, h_parent, h_thread, h_start, h_end = nest(thread, ts[host], trace.end_ns[host], rank)
+    h_order, h_parent, h_thread, h_start, h_end = nest(thread, ts[host], ts[host] + dur[host], rank)
     host = host[h_order]
     n_host, n_gpu = host.shape[0], g_row.shape[0]
+    # Depth: climb from every node with a parent at once, dropping each when it reaches a root.
     depth = np.zeros(n_host, dtype=np.int64)
-    up = h_parent.copy()
-    while (climbing := up >= 0).any():
+    climbing = np.flatnonzero(h_parent >= 0)
+    up = h_parent[climbing]
+    while climbing.shape[0]:
         depth[climbing] += 1
-        up[climbing] = h_parent[up[climbing]]
+        up = h_parent[up]
+        above = up >= 0
+        climbing, up = climbing[above], up[above]
     n_threads = int(h_thread.max()) + 1 if n_host else 0
 
     # Nodes: event e has start node e and end node E + e before sorting.
@@ -463,8 +508,9 @@ def build_graph(
     by_chain = _stable_order(node_chain)
     pred = np.full(2 * n_ev, NO_ID, dtype=np.int32)
     if by_chain.shape[0] > 1:
+        # Each node but a chain's first follows the one before it in chain order.
         same = node_chain[by_chain[1:]] == node_chain[by_chain[:-1]]
-        pred[by_chain[1:][same]] = by_chain[:-1][same]
+        pred[by_chain[1:]] = np.where(same, by_chain[:-1], NO_ID)
         del same
     del by_chain
     has = pred >= 0
@@ -662,16 +708,25 @@ def build_graph(
     gap = gpu_v & node_start
     gap_cut = np.zeros(2 * n_ev, dtype=np.bool_)
     if n_gpu:  # a window of host events alone has no stream to cut
-        gap_cut = gap & empty_queue[np.maximum(ev_v - n_host, 0)]
+        gap_nodes = np.flatnonzero(gap)  # GPU start nodes: their events are activities
+        gap_cut[gap_nodes] = empty_queue[ev_v[gap_nodes] - n_host]
     ctype[gap & ~gap_cut] = KERNEL_GAP
     # Between top-level events the thread is idle, unless it is inside an annotation or a
     # Python frame (the training loop's own code, a DataLoader's __next__): that gap is host
     # work, and the span it lies in names it.
     span_row = np.full(2 * n_ev, NO_ID, dtype=np.int32)
     dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
+    firsts = np.flatnonzero((pred < 0) & is_host_node).astype(np.int64)
+    spans = (
+        _HostSpans.of(trace) if between_ops and (dep_nodes.shape[0] or firsts.shape[0]) else None
+    )
     if dep_nodes.shape[0] and between_ops:
         covered, span_of = _span_cover(
-            trace, ev_row[node_event[dep_nodes]], node_ns[u[dep_nodes]], node_ns[dep_nodes]
+            spans,
+            trace,
+            ev_row[node_event[dep_nodes]],
+            node_ns[u[dep_nodes]],
+            node_ns[dep_nodes],
         )
         weight[dep_nodes] = covered
         span_row[dep_nodes] = np.where(covered > 0, span_of, NO_ID)
@@ -681,12 +736,12 @@ def build_graph(
     # The host's work before its first event in the window (a DataLoader's __next__ that
     # opened the step, the loop's code) lies in no edge: it leads into the thread's first
     # node, as the time annotations and Python frames cover from the window's start.
-    firsts = np.flatnonzero((pred < 0) & is_host_node).astype(np.int64)
     lead = np.zeros(firsts.shape[0], dtype=np.int64)
     lead_span = np.full(firsts.shape[0], NO_ID, dtype=np.int64)
     if firsts.shape[0] and between_ops:
         t_first = node_ns[firsts]
         covered, span_of = _span_cover(
+            spans,
             trace,
             ev_row[node_event[firsts]],
             np.minimum(np.full(firsts.shape[0], start_ns, dtype=np.int64), t_first),
@@ -718,7 +773,7 @@ def build_graph(
         node_chain=node_chain,
         chain_pred=pred,
         chain_type=ctype,
-        chain_weight_ns=np.maximum(weight, 0),
+        chain_weight_ns=np.maximum(weight, 0, out=weight),
         chain_span_row=span_row,
         lead_nodes=firsts,
         lead_ns=lead,

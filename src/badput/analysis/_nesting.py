@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from badput.trace.model import NO_ID
+from badput.trace.model import NO_ID, EventKind
 
 I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -140,6 +140,15 @@ def nest(
         # Each new parent contains its child (or is NO_ID): no second pass finds more.
         parent[bad] = cand
     return order, parent, g, start, end
+
+
+def is_kind(kind: npt.NDArray[np.integer], kinds: tuple[EventKind, ...]) -> Bools:
+    """Rows whose kind is one of `kinds`: a compare per kind (an `isin` sorts all rows)."""
+    out = np.zeros(kind.shape[0], dtype=np.bool_)
+    hit = np.empty(kind.shape[0], dtype=np.bool_)
+    for k in kinds:
+        out |= np.equal(kind, int(k), out=hit)
+    return out
 
 
 def walk_up(parent: I64, start: I64, masks: list[Bools]) -> tuple[list[I64], list[I64]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._nesting import is_kind
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.results import DeviceAnalysis
 from badput.trace.model import EventKind, Trace
@@ -157,7 +158,7 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     gap_s, gap_e = gaps.starts[drained], gaps.ends[drained]
     w0 = analysis.window_start_ns
     w1 = w0 + analysis.window_ns
-    is_call = t.mask(EventKind.RUNTIME, EventKind.DRIVER)
+    is_call = is_kind(t.kind, (EventKind.RUNTIME, EventKind.DRIVER))
     ts, end = t.ts_ns, t.end_ns
     calls = np.flatnonzero(is_call & (ts < w1) & (end > w0))
     if calls.shape[0] == 0 or gap_s.shape[0] == 0:
@@ -173,7 +174,8 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
 
     # The queue: every GPU activity of this device, with the start of its launch call.
     gpu = np.flatnonzero(
-        t.mask(EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET) & (t.device == analysis.device)
+        is_kind(t.kind, (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET))
+        & (t.device == analysis.device)
     )
     launchers = np.flatnonzero(is_call & (t.correlation >= 0))
     launchers = launchers[np.argsort(t.correlation[launchers], kind="stable")]
@@ -254,7 +256,8 @@ def _outermost(
     A nested call (a driver call inside a runtime call) is the same wait: its decider (the
     stronger of the two) and its copied bytes go to the call around it.
     """
-    ts, end = t.ts_ns[rows], t.end_ns[rows]
+    ts = t.ts_ns[rows]
+    end = ts + t.dur_ns[rows]
     order = np.lexsort((-(end - ts), ts, t.tid[rows]))  # by thread, start, longest first
     rows, decided, copy_bytes = rows[order], decided[order], copy_bytes[order]
     ts, end, tid = ts[order], end[order], t.tid[rows]

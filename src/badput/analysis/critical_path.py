@@ -62,7 +62,7 @@ from badput.analysis._graph import (
     _merged,
     build_graph,
 )
-from badput.analysis._nesting import dense_pairs
+from badput.analysis._nesting import dense_pairs, is_kind
 from badput.analysis.blocking import BlockingCalls, blocking_calls
 from badput.analysis.classify import KernelClasses
 from badput.analysis.patterns import CATEGORIES, profiler_step_number
@@ -278,7 +278,8 @@ def _cpu_spans(trace: Trace, analysis: DeviceAnalysis) -> tuple[I64, I64] | None
     if len(first) != len(names):
         return None
     picked = np.asarray([first[s.name] for s in analysis.steps], dtype=np.int64)
-    return trace.ts_ns[picked], trace.end_ns[picked]
+    start = trace.ts_ns[picked]
+    return start, start + trace.dur_ns[picked]
 
 
 def critical_path(
@@ -329,7 +330,7 @@ def critical_path(
     warnings = list(g.warnings)
     if not (trace.kind == EventKind.SYNC).any():
         # Syncs come from the blocking-call timing as well; only event waits need the rows.
-        calls = trace.mask(EventKind.RUNTIME, EventKind.DRIVER)
+        calls = is_kind(trace.kind, (EventKind.RUNTIME, EventKind.DRIVER))
         waiting = trace.name_mask(lambda n: "StreamWaitEvent" in n)[trace.name_id] & calls
         if waiting.any():
             warnings.append(
@@ -400,6 +401,12 @@ def _use_c() -> bool:
     return _paths is not None and not os.environ.get("BADPUT_NO_C_PATHS")
 
 
+def _as_bytes(mask: Bools) -> npt.NDArray[np.uint8]:
+    """A boolean mask as the C pass's uint8 flags: a view (0/1 bytes), not a copy."""
+    flags: npt.NDArray[np.uint8] = np.ascontiguousarray(mask, dtype=np.bool_).view(np.uint8)
+    return flags
+
+
 def _distances(
     g: DependencyGraph,
     chain_ok: Bools,
@@ -419,14 +426,14 @@ def _distances(
     _paths.longest(
         np.ascontiguousarray(g.chain_pred, dtype=np.int32),
         np.ascontiguousarray(g.chain_weight_ns if chain_w is None else chain_w, dtype=np.int64),
-        np.ascontiguousarray(chain_ok, dtype=np.uint8),
+        _as_bytes(chain_ok),
         np.ascontiguousarray(g.lead_nodes, dtype=np.int64),
         np.ascontiguousarray(g.lead_ns if lead is None else lead, dtype=np.int64),
         np.ascontiguousarray(g.edge_src, dtype=np.int64),
         np.ascontiguousarray(g.edge_dst, dtype=np.int64),
         np.ascontiguousarray(g.edge_weight_ns if edge_w is None else edge_w, dtype=np.int64),
-        np.ascontiguousarray(edge_ok, dtype=np.uint8),
-        np.ascontiguousarray(wait, dtype=np.uint8),
+        _as_bytes(edge_ok),
+        _as_bytes(wait),
         dist,
         best,
     )
@@ -775,7 +782,8 @@ def _step_lengths(
         launch = np.where(tree.row[at] == rows, tree.launch_row[at], NO_ID)
         at_ns[gpu] = np.where(launch >= 0, trace.ts_ns[np.maximum(launch, 0)], at_ns[gpu])
     k = np.searchsorted(start, at_ns, side="right") - 1
-    owner = np.where((k >= 0) & (at_ns < end[np.maximum(k, 0)]), k, NO_ID)
+    # int32: a step index per node (millions of nodes, thousands of steps).
+    owner = np.where((k >= 0) & (at_ns < end[np.maximum(k, 0)]), k, NO_ID).astype(np.int32)
     node_owner = owner[g.node_event]
     pred = np.maximum(g.chain_pred, 0)
     chain_ok = (g.chain_type != NO_EDGE) & (node_owner == node_owner[pred]) & (node_owner >= 0)
@@ -932,7 +940,8 @@ def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
     on = span_chain >= 0  # spans on threads without events in the window cover nothing here
     if not on.any():
         return at_node, at_start
-    starts, ends = _merged(span_chain[on], trace.ts_ns[rows[on]], trace.end_ns[rows[on]])
+    span_start = trace.ts_ns[rows[on]]
+    starts, ends = _merged(span_chain[on], span_start, span_start + trace.dur_ns[rows[on]])
     nodes = host_nodes[np.isin(g.node_chain[host_nodes], starts[0])]
     at_node[nodes] = _coverage(starts, ends, g.node_chain[nodes], g.node_ns[nodes])
     start = np.full(host_chains.shape[0], g.start_ns, dtype=np.int64)

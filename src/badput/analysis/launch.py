@@ -417,7 +417,7 @@ class _Activities:
         has_call = call >= 0
         safe = np.where(has_call, call, 0)
         call_start = np.where(has_call, trace.ts_ns[safe], start)
-        call_end = np.where(has_call, trace.end_ns[safe], start)
+        call_end = np.where(has_call, trace.ts_ns[safe] + trace.dur_ns[safe], start)
         inner = tree.inner_op[on]
         # The op named for a launch: its innermost op, else the call itself; NO_ID if neither.
         op = np.where(inner >= 0, trace.name_id[np.maximum(inner, 0)], NO_ID)
@@ -602,7 +602,8 @@ def _host_busy(trace: Trace, analysis: DeviceAnalysis, warnings: list[str]) -> I
     None, with a warning, where the trace has no host events.
     """
     python = trace.kind == EventKind.PYTHON
-    frames = IntervalSet.from_spans(trace.ts_ns[python], trace.end_ns[python])
+    frame_start = trace.ts_ns[python]
+    frames = IntervalSet.from_spans(frame_start, frame_start + trace.dur_ns[python])
     t = analysis.timeline
     if t is None:
         warnings.append("the analysis holds no host interval sets: queue_empty_share is unknown")

@@ -571,7 +571,7 @@ def memory_timelines(trace: Trace, max_points: int = MAX_POINTS) -> list[MemoryT
         One timeline per GPU, by device index.
     """
     rows = np.flatnonzero(
-        trace.mask(EventKind.MEMORY)
+        (trace.kind == EventKind.MEMORY)
         & (trace.device >= 0)
         & (trace.total_allocated != NO_ID)
         & (trace.total_reserved != NO_ID)

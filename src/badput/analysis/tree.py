@@ -23,6 +23,7 @@ from badput.analysis._nesting import (
     dense_pairs,
     distinct,
     find_by_key_time,
+    is_kind,
     nest,
     take,
     walk_up,
@@ -72,15 +73,6 @@ _LAUNCH_KINDS = (EventKind.RUNTIME, EventKind.DRIVER)
 _RANK_OF_KIND = np.full(256, -1, dtype=np.int8)
 for _k, _r in _HOST_RANK.items():
     _RANK_OF_KIND[int(_k)] = _r
-
-
-def _is_kind(kind: npt.NDArray[np.integer], kinds: tuple[EventKind, ...]) -> Bools:
-    """Rows whose kind is one of `kinds`: a compare per kind (an `isin` sorts all rows)."""
-    out = np.zeros(kind.shape[0], dtype=np.bool_)
-    hit = np.empty(kind.shape[0], dtype=np.bool_)
-    for k in kinds:
-        out |= np.equal(kind, int(k), out=hit)
-    return out
 
 
 class _Threads:
@@ -259,7 +251,7 @@ def launch_tree(trace: Trace) -> LaunchTree:
         The launch tree, one entry per GPU activity row.
     """
     gpu = np.flatnonzero(
-        _is_kind(trace.kind, GPU_ACTIVITY_KINDS) & (trace.phase == FlowPhase.COMPLETE)
+        is_kind(trace.kind, GPU_ACTIVITY_KINDS) & (trace.phase == FlowPhase.COMPLETE)
     )
     thread = _Threads(trace)
     nodes = _Nodes.build(trace, thread)
@@ -327,7 +319,7 @@ def launch_tree(trace: Trace) -> LaunchTree:
     corr = trace.correlation[gpu]
     unfound = (launch_row < 0) & (corr != NO_ID)
     if unfound.any():
-        is_call = _is_kind(trace.kind, _LAUNCH_KINDS) & (trace.correlation != NO_ID)
+        is_call = is_kind(trace.kind, _LAUNCH_KINDS) & (trace.correlation != NO_ID)
         if is_call.any():
             early = unfound & (corr < trace.correlation[is_call].min())
             reason[early] = LAUNCHED_BEFORE_TRACE
@@ -370,7 +362,7 @@ class _Nodes:
 
     @staticmethod
     def build(trace: Trace, thread: _Threads) -> _Nodes:
-        host = _is_kind(trace.kind, tuple(_HOST_RANK))
+        host = is_kind(trace.kind, tuple(_HOST_RANK))
         rows = np.flatnonzero(host & (trace.phase == FlowPhase.COMPLETE))
         start = trace.ts_ns[rows]
         end = np.maximum(trace.dur_ns[rows], 0)
@@ -393,7 +385,7 @@ def _link_by_correlation(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes)
     and calls no list names yet all match.
     """
     corr = trace.correlation[nodes.row]
-    calls = np.flatnonzero(_is_kind(nodes.kind, _LAUNCH_KINDS) & (corr != NO_ID))
+    calls = np.flatnonzero(is_kind(nodes.kind, _LAUNCH_KINDS) & (corr != NO_ID))
     q_corr = trace.correlation[gpu]
     has = np.flatnonzero(q_corr != NO_ID)
     found = find_by_key_time(
@@ -436,7 +428,7 @@ def _link_by_flow(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes, thread
     if flows.size == 0:
         return out
     s, f = _flow_pairs(trace, flows)
-    calls = np.flatnonzero(_is_kind(nodes.kind, _LAUNCH_KINDS))
+    calls = np.flatnonzero(is_kind(nodes.kind, _LAUNCH_KINDS))
     call = _bind(trace, thread, s, nodes, calls)
     # Which activity each arrow ends at: the one starting at its time on its (pid, tid).
     gpu64 = gpu.astype(np.int64)

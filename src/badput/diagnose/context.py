@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._nesting import is_kind
 from badput.analysis.blocking import (
     BLOCKING_DECIDERS,
     RETURN_LATENCY_NS,
@@ -100,7 +101,7 @@ class DeviceContext:
             return "the window has zero length"
         if self.step_ns <= 0:
             return "every step has zero duration"
-        gpu = self.trace.mask(EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
+        gpu = is_kind(self.trace.kind, (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET))
         gpu &= self.trace.device == d.device
         if not bool((self.trace.dur_ns[gpu] > 0).any()):
             return "the trace records no GPU time on this GPU"
@@ -117,7 +118,7 @@ class DeviceContext:
 
     def rows(self, *kinds: EventKind, on_device: bool = False) -> npt.NDArray[np.intp]:
         """Row indices of the given kinds inside the window (optionally on this GPU only)."""
-        mask = self.trace.mask(*kinds) & self.in_window
+        mask = is_kind(self.trace.kind, kinds) & self.in_window
         if on_device:
             mask &= self.trace.device == self.analysis.device
         return np.flatnonzero(mask)
@@ -128,7 +129,8 @@ class DeviceContext:
 
     def spans(self, rows: npt.NDArray[np.intp]) -> IntervalSet:
         """Union of the rows' spans."""
-        return IntervalSet.from_spans(self.trace.ts_ns[rows], self.trace.end_ns[rows])
+        start = self.trace.ts_ns[rows]
+        return IntervalSet.from_spans(start, start + self.trace.dur_ns[rows])
 
     @property
     def runtime_name(self) -> str:
@@ -173,21 +175,25 @@ class DeviceContext:
         t = self.trace
         found: Counter[str] = Counter()
         ops = np.flatnonzero(t.kind == EventKind.CPU_OP)
+        op_tid = t.tid[ops]  # once, not per thread
         for tid in np.unique(t.tid[rows]).tolist():
-            mine = ops[t.tid[ops] == tid]
+            mine = ops[op_tid == tid]
             if mine.shape[0] == 0:
                 continue
             order = np.lexsort((-t.dur_ns[mine], t.ts_ns[mine]))  # by start, longest first
             mine = mine[order]
-            start, end = t.ts_ns[mine], t.end_ns[mine]
+            # Ends of these rows only (`Trace.end_ns` adds up every row of the trace).
+            start = t.ts_ns[mine]
+            end = start + t.dur_ns[mine]
             reach = np.maximum.accumulate(end)
             top = np.ones(mine.shape[0], dtype=np.bool_)
             top[1:] = start[1:] >= reach[:-1]  # not inside an earlier op: outermost
             top_rows = mine[top]
-            top_start, top_end = t.ts_ns[top_rows], t.end_ns[top_rows]
+            top_start, top_end = start[top], end[top]
             calls = rows[t.tid[rows] == tid]
-            idx = np.searchsorted(top_start, t.ts_ns[calls], side="right") - 1
-            ok = (idx >= 0) & (t.end_ns[calls] <= top_end[np.maximum(idx, 0)])
+            call_start = t.ts_ns[calls]
+            idx = np.searchsorted(top_start, call_start, side="right") - 1
+            ok = (idx >= 0) & (call_start + t.dur_ns[calls] <= top_end[np.maximum(idx, 0)])
             for r in top_rows[idx[ok]].tolist():
                 found[t.names[int(t.name_id[r])]] += 1
         return found

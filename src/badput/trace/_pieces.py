@@ -25,6 +25,7 @@ the complete way (`kineto._read_document`), which has the exact rules and error 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import mmap
 import os
 import queue
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 import msgspec
 
@@ -305,8 +306,8 @@ def open_text(
 def _inflater(raw: IO[bytes]) -> _Reader:
     """A reader of the gzip stream in `raw`: python-isal's when installed (2-3x zlib's speed)."""
     raw.seek(0)
-    try:
-        from isal import igzip  # type: ignore[import-not-found]  # optional: badput[fast]
+    try:  # optional (the `fast` extra); imported by name, typed or not
+        igzip: Any = importlib.import_module("isal.igzip")
     except ImportError:
         import gzip
 
