@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -300,14 +301,19 @@ class Trace:
         """Number of rows."""
         return int(self.kind.shape[0])
 
-    @property
+    @functools.cached_property
     def end_ns(self) -> I64:
-        """End time of each row (`ts_ns + dur_ns`)."""
-        return self.ts_ns + self.dur_ns
+        """End time of each row (`ts_ns + dur_ns`): computed once, read-only."""
+        end = self.ts_ns + self.dur_ns
+        end.flags.writeable = False  # shared by every caller: none may change it in place
+        return end
 
     def mask(self, *kinds: EventKind) -> npt.NDArray[np.bool_]:
         """Boolean row mask of the rows whose kind is one of `kinds`."""
-        return np.isin(self.kind, np.asarray([int(k) for k in kinds], dtype=np.int8))
+        out = np.zeros(len(self), dtype=np.bool_)
+        for k in kinds:  # a comparison per kind: many times faster than np.isin here
+            out |= self.kind == int(k)
+        return out
 
     def rows_named(
         self, rows: npt.NDArray[np.intp], predicate: Callable[[str], bool]
