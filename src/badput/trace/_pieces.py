@@ -46,6 +46,7 @@ from badput.trace._kineto_json import _EMPTY, _EVENTS_KEY, _decode_document, _Do
 __all__ = [
     "HEAD_BYTES",
     "PIECE_BYTES",
+    "Malformed",
     "NotFast",
     "default_read_jobs",
     "open_text",
@@ -70,6 +71,36 @@ _PAGE = mmap.PAGESIZE
 
 class NotFast(Exception):
     """The fast path cannot read this text; read it the complete way."""
+
+
+class Malformed(Exception):
+    """The text is not valid JSON: `problem` says what and at which byte of the whole text."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _malformed(piece: Piece, at: int, gzipped: bool) -> Malformed | None:
+    """Malformed, with msgspec's reason and the offset in the whole text; or None.
+
+    None when the piece's text from `at` is valid JSON as far as it goes (an array element
+    that is no object, say: the complete path reads it).
+    """
+    try:
+        msgspec.json.decode(b"[" + bytes(piece.data[at:]))
+    except msgspec.DecodeError as e:
+        text = str(e)
+        m = _BYTE.search(text)
+        if "truncated" in text or "trailing characters" in text or m is None:
+            return None  # valid as far as the piece goes, or up to the array's end
+        where = piece.base + at + int(m.group(1)) - 1  # the "[" put in front
+        of = " of the uncompressed text" if gzipped else ""
+        return Malformed(f"not valid JSON ({text[: m.start()].rstrip()} at byte {where:,}{of})")
+    return None
 
 
 #: The most threads `default_read_jobs` gives: past it the merging thread is the bottleneck.
@@ -315,6 +346,7 @@ def read_events(
 
     Raises:
         NotFast: read the file the complete way.
+        Malformed: the events array is not valid JSON (where, in the whole text).
     """
     for n in (1 << 20, HEAD_BYTES):  # the key is near the start; look further only if not
         head = text.head(n)
@@ -391,7 +423,8 @@ def _scan_array(
                 raise NotFast("the scanner is off, or a name is not UTF-8")
             status, at = run.status, piece.base + run.at
             if status is RunStatus.MALFORMED:
-                raise NotFast("malformed")
+                bad = _malformed(piece, run.at, isinstance(text, StreamText))
+                raise bad if bad is not None else NotFast("not an event object")
             if status in (RunStatus.MORE, RunStatus.TRUNCATED) and piece.last:
                 raise NotFast("the text ends inside the array")
             if len(piece.data) > _limits.MAX_STRING_BYTES and _too_long(run.scanned):

@@ -234,6 +234,8 @@ def read_kineto(path: str, progress: Callable[[int], None] | None = None, jobs: 
                 ):
                     document = _pieces.read_events(text, columns, jobs, _decode_piece, progress)
                 return _build(path, columns, document)
+            except _pieces.Malformed as e:
+                raise TraceFormatError(path, e.problem) from None
             except _pieces.NotFast:
                 pass  # the complete path below reads it, with its rules and its messages
         columns = _Columns(path)
