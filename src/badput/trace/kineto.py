@@ -1,10 +1,14 @@
 """Reader for PyTorch profiler (Kineto) JSON traces, plain or gzipped.
 
-The events array is decoded in pieces straight into typed msgspec structs and then into numpy
-columns; no per-event dict outlives a piece. Kineto writes one event per line (or one event per
-indented block), so the reader cuts the array at a line that starts a new event after a comma
-and decodes each piece on its own: memory stays bounded by the piece size, whatever the file
-size. A file laid out otherwise (all on one line, say) is decoded whole.
+With the C scanner built, the fast path (`_pieces`) reads the file: mapped when plain,
+inflated as read when gzipped, the events array cut at guessed event starts (proven by the
+scan of the piece before) and scanned by `jobs` threads, whatever the layout. Anything it does
+not take is read by the complete path below: the events array decoded in pieces straight into
+typed msgspec structs and then into numpy columns, no per-event dict outliving a piece. Kineto
+writes one event per line (or one event per indented block), so that path cuts the array at a
+line that starts a new event after a comma and decodes each piece on its own: memory stays
+bounded by the piece size, whatever the file size. A file laid out otherwise (all on one line,
+say) is decoded whole there.
 
 Timestamps and durations are kept as their JSON text and converted to integer nanoseconds
 exactly (`numbers.us_text_to_ns`); they never pass through float64.
