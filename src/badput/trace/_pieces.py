@@ -211,10 +211,9 @@ class _Reader(Protocol):
 class StreamText:
     """A gzipped file, inflated as far as the pieces asked for need (and `INFLATE_BYTES` on).
 
-    Inflating runs in the reading thread: with python-isal it is a small share of the work, and
-    a thread of its own cost more in handing chunks over than it saved (measured on a 1 GB
-    trace with two cores: 1.60 s against 1.22 s). Only the text from the first unmerged
-    offset on is held.
+    Inflating runs in the reading thread: with python-isal it is a small share of the work,
+    and a thread of its own, handing chunks over through a queue, made two cores no faster
+    on a 1 GB trace. Only the text from the first unmerged offset on is held.
     """
 
     def __init__(self, stream: _Reader, piece_bytes: int = PIECE_BYTES) -> None:
@@ -284,9 +283,7 @@ class StreamText:
 
 
 @contextmanager
-def open_text(
-    stream: IO[bytes], gzipped: bool, jobs: int, piece_bytes: int = PIECE_BYTES
-) -> Iterator[Text]:
+def open_text(stream: IO[bytes], gzipped: bool, piece_bytes: int = PIECE_BYTES) -> Iterator[Text]:
     """The text of an open trace file: mapped when plain, inflated as read when gzipped.
 
     Pieces are of `piece_bytes` (and up to the next place to cut).

@@ -680,88 +680,6 @@ static PyObject *interned_list(interner *t) {
     return list;
 }
 
-static int scan_array(cursor *c, scan_state *st) {
-    skip_ws(c);
-    if (c->p >= c->end || *c->p != '[') return -1;
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == ']') {
-        c->p++;
-    } else {
-        for (;;) {
-            skip_ws(c);
-            if (scan_event(c, st) < 0) return -1;
-            skip_ws(c);
-            if (c->p >= c->end) return -1;
-            if (*c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (*c->p == ']') {
-                c->p++;
-                break;
-            }
-            return -1;
-        }
-    }
-    skip_ws(c);
-    return c->p == c->end ? 0 : -1;
-}
-
-/* The result tuple: the columns, the string tables, the count of events seen; NULL on error. */
-static PyObject *columns_tuple(scan_state *st, Py_ssize_t extra) {
-    PyObject *result = PyTuple_New(N_COLS + 4 + extra);
-    if (!result) return NULL;
-    for (int i = 0; i < N_COLS; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(st->cols[i].data ? st->cols[i].data : "",
-                                                (Py_ssize_t)st->cols[i].len);
-        if (!b) {
-            Py_DECREF(result);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(result, i, b);
-    }
-    PyObject *strings = interned_list(&st->strings);
-    PyObject *labels = strings ? interned_list(&st->labels) : NULL;
-    PyObject *seen = labels ? PyLong_FromSsize_t(st->seen) : NULL;
-    PyObject *values = seen ? interned_list(&st->values) : NULL;
-    if (!values) {
-        Py_XDECREF(strings);
-        Py_XDECREF(labels);
-        Py_XDECREF(seen);
-        Py_DECREF(result);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(result, N_COLS, strings);
-    PyTuple_SET_ITEM(result, N_COLS + 1, labels);
-    PyTuple_SET_ITEM(result, N_COLS + 2, seen);
-    PyTuple_SET_ITEM(result, N_COLS + 3, values);
-    return result;
-}
-
-static PyObject *scan(PyObject *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    scan_state st;
-    memset(&st, 0, sizeof(st));
-    cursor c = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
-    st.base = (const char *)view.buf;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = scan_array(&c, &st);
-    Py_END_ALLOW_THREADS
-    PyObject *result;
-    if (rc < 0) {
-        result = Py_None;
-        Py_INCREF(result);
-    } else {
-        result = columns_tuple(&st, 0);
-    }
-    state_free(&st);
-    PyBuffer_Release(&view);
-    return result;
-}
-
 /* ---- a run of events: one piece of the events array, cut anywhere ----------------------- */
 
 /* How a run of events ended (scan_events' status). */
@@ -822,6 +740,71 @@ static int scan_run(cursor *c, scan_state *st, int first, const char **at,
         *at = c->p;
         return RUN_MALFORMED;
     }
+}
+
+/* A whole JSON array of events, and nothing after it but whitespace: one run, to its ']'. */
+static int scan_array(cursor *c, scan_state *st) {
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '[') return -1;
+    c->p++;
+    const char *at, *value_end;
+    if (scan_run(c, st, 1, &at, &value_end) != RUN_DONE) return -1;
+    skip_ws(c);
+    return c->p == c->end ? 0 : -1;
+}
+
+/* The result tuple: the columns, the string tables, the count of events seen; NULL on error. */
+static PyObject *columns_tuple(scan_state *st, Py_ssize_t extra) {
+    PyObject *result = PyTuple_New(N_COLS + 4 + extra);
+    if (!result) return NULL;
+    for (int i = 0; i < N_COLS; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(st->cols[i].data ? st->cols[i].data : "",
+                                                (Py_ssize_t)st->cols[i].len);
+        if (!b) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(result, i, b);
+    }
+    PyObject *strings = interned_list(&st->strings);
+    PyObject *labels = strings ? interned_list(&st->labels) : NULL;
+    PyObject *seen = labels ? PyLong_FromSsize_t(st->seen) : NULL;
+    PyObject *values = seen ? interned_list(&st->values) : NULL;
+    if (!values) {
+        Py_XDECREF(strings);
+        Py_XDECREF(labels);
+        Py_XDECREF(seen);
+        Py_DECREF(result);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, N_COLS, strings);
+    PyTuple_SET_ITEM(result, N_COLS + 1, labels);
+    PyTuple_SET_ITEM(result, N_COLS + 2, seen);
+    PyTuple_SET_ITEM(result, N_COLS + 3, values);
+    return result;
+}
+
+static PyObject *scan(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    scan_state st;
+    memset(&st, 0, sizeof(st));
+    cursor c = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
+    st.base = (const char *)view.buf;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan_array(&c, &st);
+    Py_END_ALLOW_THREADS
+    PyObject *result;
+    if (rc < 0) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        result = columns_tuple(&st, 0);
+    }
+    state_free(&st);
+    PyBuffer_Release(&view);
+    return result;
 }
 
 static PyObject *scan_events(PyObject *self, PyObject *args) {
