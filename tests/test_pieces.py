@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from badput.errors import TraceFormatError
@@ -133,6 +134,7 @@ def test_cuts_that_do_not_hold_are_retried(monkeypatch: pytest.MonkeyPatch) -> N
 
     class Columns:
         seen = 0
+        rows = 0  # no rows kept: nothing to reserve room for
 
         def add_scanned(self, scanned: _fastscan.Scanned) -> None:
             self.seen += scanned.seen
@@ -255,3 +257,71 @@ def test_gzip_with_and_without_isal(
     monkeypatch.setattr(_pieces, "_inflater", spy)
     assert_same_trace(_fast(path, monkeypatch, 300, 2), want, same_label_ids=False)
     assert seen == (["isal.igzip"] if isal else ["gzip"])
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_columns_grow_a_few_times_not_per_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool
+) -> None:
+    """Room for the rows is reserved from the text's size: over 100 pieces, a few resizes.
+
+    A trace whose events at the end are far denser than at its start outgrows the first
+    projection: the columns grow again and the rows are the same.
+    """
+    from badput.trace import _kineto_columns
+
+    sparse = _events(400, seed=8)
+    dense = [  # short events after long ones: more rows per byte than the start projects
+        f'{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {i}, "dur": 1}}'
+        for i in range(40000)
+    ]
+    path = _write(tmp_path, sparse + dense, compact=True, gz=gz, bare=False)
+    want = _complete(path, monkeypatch)
+    sizes: list[int] = []
+    real = _kineto_columns._Growing._resize
+
+    def spy(self: Any, rows: int) -> None:
+        if self.dtype is np.int8 and self is self_kind[0]:
+            sizes.append(rows)
+        real(self, rows)
+
+    self_kind: list[Any] = []
+    real_init = _kineto_columns._Columns.__init__
+
+    def init(self: Any, path: str) -> None:
+        real_init(self, path)
+        self_kind.append(self.parts["kind"])
+
+    monkeypatch.setattr(_kineto_columns._Growing, "_resize", spy)
+    monkeypatch.setattr(_kineto_columns._Columns, "__init__", init)
+    size = path.stat().st_size if not gz else len(gzip.decompress(path.read_bytes()))
+    got = _fast(path, monkeypatch, size // 100, 1)
+    assert_same_trace(got, want, same_label_ids=False)
+    assert 3 <= len(sizes) <= 8, sizes  # reserved, then grown as the density rose
+    assert sizes == sorted(sizes) and sizes[-1] >= len(want)
+
+
+def test_growing_column_keeps_every_piece_in_order() -> None:
+    from badput.trace._kineto_columns import _Growing
+
+    col = _Growing(np.int64)
+    col.reserve(5)
+    pieces = [np.arange(k, dtype=np.int64) + 10 * k for k in (3, 0, 4, 9)]
+    for p in pieces:
+        col.append(p)
+    assert col.array().tolist() == np.concatenate(pieces).tolist()
+    out = col.take()
+    assert out.tolist() == np.concatenate(pieces).tolist() and col.array().shape == (0,)
+    col.reserve(2)  # smaller than held: nothing to do
+    assert col.buf.shape[0] >= 2
+
+
+def test_stream_size_hint_scales_by_the_compressed_share(tmp_path: Path) -> None:
+    path = _write(tmp_path, _events(3000, seed=9), compact=True, gz=True, bare=False)
+    size = len(gzip.decompress(path.read_bytes()))
+    with open(path, "rb") as raw, _pieces.open_text(raw, True, 4096) as text:
+        text.piece(0, 0)
+        hint = text.size_hint()
+        assert 0.5 * size <= hint <= 2 * size, (hint, size)
+        text.rest(0)
+        assert text.size_hint() == size  # at the end: exact

@@ -213,7 +213,7 @@ class _Columns:
         self.ids = _IdMap(self.labels)
         self.kinds = _KindMap()
         self.phases = _PhaseMap()
-        self.parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _COLUMN_TYPES}
+        self.parts: dict[str, _Growing] = {k: _Growing(t) for k, t in _COLUMN_TYPES.items()}
         self.seen = 0  # events of any phase
         self.negative: list[tuple[str, int]] = []
         self.bad_time = 0
@@ -452,14 +452,61 @@ class _Columns:
                 return name
         return ""
 
+    def capacity(self) -> int:
+        """Rows the columns hold room for."""
+        return self.parts["kind"].buf.shape[0]
+
+    def expect(self, rows: int) -> None:
+        """Make room for `rows` rows in all: each column grows once, not piece by piece."""
+        for part in self.parts.values():
+            part.reserve(rows)
+
     def column(self, key: str) -> npt.NDArray[Any]:
-        """One whole column, every piece concatenated."""
-        return _joined(self.parts[key], _COLUMN_TYPES[key])
+        """One whole column, every piece in order."""
+        return self.parts[key].array()
 
     def take_column(self, key: str) -> npt.NDArray[Any]:
-        """`column`, its pieces dropped: the last step holds each column once, not twice."""
-        out = self.column(key)
-        self.parts[key].clear()
+        """`column`, the store forgetting it: the column is held once, by the caller."""
+        return self.parts[key].take()
+
+
+class _Growing:
+    """One column filled piece by piece into a buffer reserved ahead (`reserve`).
+
+    Concatenating the pieces at the end held every column twice at once and wrote each into
+    freshly faulted memory; pieces copied into a buffer as they come are freed (and their
+    memory reused) piece by piece. Room the estimate reserved beyond the rows is never
+    touched, so it is address space, not memory. Without a reservation, or past it, the
+    buffer grows by half at a time.
+    """
+
+    def __init__(self, dtype: type[np.generic]) -> None:
+        self.dtype = dtype
+        self.buf: npt.NDArray[Any] = np.zeros(0, dtype=dtype)
+        self.n = 0
+
+    def reserve(self, rows: int) -> None:
+        if rows > self.buf.shape[0]:
+            self._resize(rows)
+
+    def _resize(self, rows: int) -> None:
+        buf = np.empty(rows, dtype=self.dtype)
+        buf[: self.n] = self.buf[: self.n]
+        self.buf = buf
+
+    def append(self, values: npt.NDArray[Any]) -> None:
+        end = self.n + values.shape[0]
+        if end > self.buf.shape[0]:
+            self._resize(max(end, self.buf.shape[0] * 3 // 2, 1024))
+        self.buf[self.n : end] = values
+        self.n = end
+
+    def array(self) -> npt.NDArray[Any]:
+        return self.buf[: self.n]
+
+    def take(self) -> npt.NDArray[Any]:
+        out = self.array()
+        self.buf, self.n = np.zeros(0, dtype=self.dtype), 0
         return out
 
 

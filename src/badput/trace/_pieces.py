@@ -140,6 +140,10 @@ class Text(Protocol):
         """The text from `pos` to the end."""
         ...
 
+    def size_hint(self) -> int:
+        """The length of the whole text: exact when mapped, estimated when inflated."""
+        ...
+
 
 @dataclass
 class Piece:
@@ -198,6 +202,9 @@ class MappedText:
     def rest(self, pos: int) -> bytes:
         return bytes(self._view[pos:])
 
+    def size_hint(self) -> int:
+        return self._size
+
     def close(self) -> None:
         self._view.release()
         with contextlib.suppress(BufferError):  # a view still held (by a traceback, say)
@@ -216,9 +223,12 @@ class StreamText:
     on a 1 GB trace. Only the text from the first unmerged offset on is held.
     """
 
-    def __init__(self, stream: _Reader, piece_bytes: int = PIECE_BYTES) -> None:
+    def __init__(
+        self, stream: _Reader, piece_bytes: int = PIECE_BYTES, raw: IO[bytes] | None = None
+    ) -> None:
         self._piece_bytes = piece_bytes
         self._stream = stream
+        self._raw = raw  # the compressed file, for `size_hint`
         self._buf = bytearray()
         self._base = 0  # offset of _buf[0] in the text
         self._eof = False
@@ -278,6 +288,18 @@ class StreamText:
             pass
         return self._copy(pos)
 
+    def size_hint(self) -> int:
+        """The text inflated so far, scaled by the share of the compressed file it took."""
+        held = self._base + len(self._buf)
+        if self._eof or self._raw is None:
+            return held
+        try:
+            used = self._raw.tell()
+            total = os.fstat(self._raw.fileno()).st_size
+        except (OSError, ValueError, AttributeError):
+            return held
+        return held if used <= 0 else max(held, held * total // used)
+
     def close(self) -> None:
         self._buf = bytearray()
 
@@ -289,7 +311,7 @@ def open_text(stream: IO[bytes], gzipped: bool, piece_bytes: int = PIECE_BYTES) 
     Pieces are of `piece_bytes` (and up to the next place to cut).
     """
     text: MappedText | StreamText = (
-        StreamText(_inflater(stream), piece_bytes)
+        StreamText(_inflater(stream), piece_bytes, stream)
         if gzipped
         else MappedText(stream.fileno(), piece_bytes)
     )
@@ -427,6 +449,7 @@ def _scan_array(
             if len(piece.data) > _limits.MAX_STRING_BYTES and _too_long(run.scanned):
                 raise NotFast("a string past the limit")  # refused with its size the other way
             columns.add_scanned(run.scanned)
+            _reserve(columns, text, piece.end - start)
             if status is RunStatus.DONE:
                 return at
             if status is RunStatus.MORE:  # the cut is proven: the next piece starts right
@@ -455,6 +478,20 @@ def _scan_array(
         _drop(pending)
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _reserve(columns: _Columns, text: Text, scanned_bytes: int) -> None:
+    """Reserve the rows the whole text will hold, projected from the rows so far (15 % over).
+
+    Projected again after each piece; the columns grow only when a projection passes what
+    they hold, so a trace denser at its end than at its start costs a copy or two, not one
+    per piece.
+    """
+    if scanned_bytes <= 0 or columns.rows == 0:
+        return
+    projected = columns.rows * text.size_hint() // scanned_bytes
+    if projected > columns.capacity():
+        columns.expect(projected * 115 // 100 + 4096)
 
 
 def _too_long(scanned: _fastscan.Scanned) -> bool:

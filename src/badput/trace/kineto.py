@@ -415,7 +415,7 @@ def _decode_rest(
 def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
     if columns.seen == 0:
         raise TraceFormatError(path, "the trace has no events")
-    n_kept = sum(p.shape[0] for p in columns.parts["kind"])
+    n_kept = columns.rows
     if n_kept == 0 and columns.skipped_non_objects:
         raise TraceFormatError(path, "traceEvents holds no event objects: not a profiler trace")
     if columns.negative:

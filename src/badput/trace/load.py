@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from badput._memory import give_back_free_memory
 from badput.errors import TraceFormatError
 from badput.trace._files import is_regular_file, require_regular_file
 from badput.trace._pieces import default_read_jobs
@@ -250,6 +251,8 @@ def load_trace(
         if clean is e:
             raise
         raise clean from None
+    finally:
+        give_back_free_memory()  # the pieces' memory, freed while reading
     return redact_trace(trace)
 
 
