@@ -454,7 +454,7 @@ class _Columns:
 
     def capacity(self) -> int:
         """Rows the columns hold room for."""
-        return self.parts["kind"].buf.shape[0]
+        return int(self.parts["kind"].buf.shape[0])
 
     def expect(self, rows: int) -> None:
         """Make room for `rows` rows in all: each column grows once, not piece by piece."""
