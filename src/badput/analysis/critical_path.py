@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._beside import Beside
 from badput.analysis._graph import (
     BLOCKING,
     DEPENDENCY,
@@ -290,6 +291,7 @@ def critical_path(
     window: tuple[int, int] | None = None,
     waits: EventWaits | None = None,
     between_ops: bool = True,
+    jobs: int = 1,
 ) -> CriticalPath:
     """The critical path of one GPU's window, its breakdown, its top ops and per-step lengths.
 
@@ -302,6 +304,8 @@ def critical_path(
         between_ops: host time between top-level ops inside an annotation or Python frame
             (the training loop's own code) is host work on the path; False gives HTA's graph,
             where every gap between top-level events is idle.
+        jobs: with 2 or more, the steps' own paths are found on a second thread beside the
+            window's path (the same result).
 
     Returns:
         The path; a trace without host events gives the GPU's own path, one without GPU
@@ -348,6 +352,7 @@ def critical_path(
         steps = [(s.name, 0) for s in analysis.steps]
         return CriticalPath(0, zero, [], steps, np.zeros(0, np.int64), empty, g, warnings)
 
+    step_paths = Beside(jobs, _step_lengths, trace, tree, g, analysis)
     has_chain = g.chain_type != NO_EDGE
     dist, nodes, chain_dst, cross = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
     edges, parts, ops, modules = _path_edges(trace, tree, g, chain_dst, cross, part, int(nodes[0]))
@@ -360,7 +365,7 @@ def critical_path(
         breakdown_ns=breakdown_ns,
         top_ops=_top_ops(trace, ops, edges.weight_ns),
         top_modules=_top_modules(tree, modules, edges.weight_ns),
-        steps=_step_lengths(trace, tree, g, analysis),
+        steps=step_paths.result(),
         rows=_rows_of(len(trace), g.node_row[nodes]),
         edges=edges,
         graph=g,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._beside import Beside
 from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
 from badput.analysis.critical_path import critical_path
 from badput.analysis.intervals import IntervalSet
@@ -320,6 +321,7 @@ def analyze_trace(
     *,
     model: bool = True,
     rules: ClassRules | None = None,
+    jobs: int = 1,
 ) -> list[DeviceAnalysis]:
     """Analyze every GPU of a trace.
 
@@ -330,6 +332,9 @@ def analyze_trace(
             (`DeviceAnalysis.model`: ops, modules, roofline, MFU waterfall). Without the
             tree, kernel classes miss the launching-op evidence (`analysis.classify`).
         rules: user overrides of the kernel classes (`--classify FILE`).
+        jobs: threads: with 2 or more, independent parts (the host's interval sets and the
+            launch tree; a GPU's launch statistics and its critical path) run side by side.
+            The results are the same for any number.
 
     Returns:
         One result per GPU with activity, by device index; a trace without GPU activity gives
@@ -360,19 +365,18 @@ def analyze_trace(
                 warnings=["no GPU activity (no kernel, memcpy or memset): a CPU-only trace"],
             )
         ]
-    host = _host(trace)
+    host_sets = Beside(jobs, _host, trace)
     tree = launch_tree(trace) if model else None
     classes = classify_kernels(trace, tree, rules)
     comm_row = classes.comm_mask(len(trace))
     hip = _mostly_hip(trace)
+    host = host_sets.result()
     out = [_analyze_device(trace, host, d, window, tree, classes, comm_row, hip) for d in devices]
     if tree is None:
         return out
-    return [
-        dataclasses.replace(
-            d,
-            launch=launch_stats(trace, d, tree),
-            critical_path=critical_path(trace, d, tree) if d.goodput is not None else None,
-        )
-        for d in out
-    ]
+    done = []
+    for d in out:
+        launch = Beside(jobs, launch_stats, trace, d, tree)
+        path = critical_path(trace, d, tree, jobs=jobs) if d.goodput is not None else None
+        done.append(dataclasses.replace(d, launch=launch.result(), critical_path=path))
+    return done

@@ -37,7 +37,8 @@ def analyze_path(
         progress: called with uncompressed bytes read so far (in-process runs only).
         step_range: `--step-range` text: the name of the ranges that delimit steps.
         rules: `--classify` overrides of the kernel classes.
-        read_jobs: threads that read the trace (`load_trace`'s `jobs`; default: its CPUs).
+        read_jobs: threads that read and analyse the trace (`load_trace`'s and
+            `analyze_trace`'s `jobs`; default: the CPUs it may run on, at most 8).
 
     Returns:
         The outcome, or one with `error` set to the reason the trace could not be read.
@@ -48,11 +49,13 @@ def analyze_path(
     """
     from badput.analysis import WindowSpec, analyze_trace
     from badput.trace import load_trace
+    from badput.trace._pieces import default_read_jobs
 
     spec = WindowSpec.parse(window) if window is not None else None
     try:
-        trace = load_trace(path, progress=progress, step_range=step_range, jobs=read_jobs)
-        devices = analyze_trace(trace, spec, rules=rules)
+        jobs = read_jobs if read_jobs is not None else default_read_jobs()
+        trace = load_trace(path, progress=progress, step_range=step_range, jobs=jobs)
+        devices = analyze_trace(trace, spec, rules=rules, jobs=jobs)
     except TraceFormatError as e:
         return RankOutcome(path=path, error=e.problem)
     except BadputError as e:

@@ -1,0 +1,60 @@
+"""Parts of an analysis run side by side (`analysis._beside`): same results on 1 or 2 threads.
+
+`analyze_trace(jobs=2)` runs the host's interval sets beside the launch tree, each GPU's
+launch statistics beside its critical path, and the steps' own paths beside the window's
+path. Every reference Kineto trace must give the same JSON report either way.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from badput.analysis._beside import Beside
+from badput.analysis.device import analyze_trace
+from badput.diagnose import diagnose_job, outcome_of
+from badput.report.json_report import encode_document, job_document
+from badput.trace import load_trace
+from conftest import SHARED_TRACES, reference
+
+KINETO = sorted(
+    p.relative_to(SHARED_TRACES).as_posix()
+    for p in [*SHARED_TRACES.glob("*/*.json"), *SHARED_TRACES.glob("*/*.json.gz")]
+    if p.parent.name.startswith(("hta-", "kineto-resnet50", "param-dlrm", "tracelens"))
+)
+
+
+def test_beside_runs_on_a_thread_only_with_jobs() -> None:
+    seen: list[str] = []
+
+    def where() -> str:
+        seen.append(threading.current_thread().name)
+        return "done"
+
+    lazy = Beside(1, where)
+    assert seen == []  # one job: runs when asked, in the caller's thread
+    assert lazy.result() == "done" and lazy.result() == "done"
+    assert seen == [threading.current_thread().name]
+    assert Beside(2, where).result() == "done"
+    assert seen[-1] == "badput-beside"
+
+
+def test_beside_raises_in_the_caller() -> None:
+    def boom(x: int) -> int:
+        raise ValueError(f"bad {x}")
+
+    for jobs in (1, 2):
+        part = Beside(jobs, boom, 3)
+        with pytest.raises(ValueError, match="bad 3"):
+            part.result()
+
+
+@pytest.mark.parametrize("name", KINETO)
+def test_two_threads_give_the_same_report(name: str) -> None:
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    docs = []
+    for jobs in (1, 2):
+        job = diagnose_job([outcome_of(trace, analyze_trace(trace, jobs=jobs))])
+        docs.append(encode_document(job_document(job, top=0)))
+    assert docs[0] == docs[1]
