@@ -2,7 +2,8 @@
 
 `analyze_trace(jobs=2)` runs the host's interval sets beside the launch tree, each GPU's
 launch statistics beside its critical path, and the steps' own paths beside the window's
-path. Every reference Kineto trace must give the same JSON report either way.
+path; `outcome_of(jobs=2)` runs the findings' critical-path what-ifs beside the rules. Every
+reference Kineto trace must give the same JSON report either way.
 """
 
 from __future__ import annotations
@@ -55,6 +56,20 @@ def test_two_threads_give_the_same_report(name: str) -> None:
     trace = load_trace(str(reference(SHARED_TRACES / name)))
     docs = []
     for jobs in (1, 2):
-        job = diagnose_job([outcome_of(trace, analyze_trace(trace, jobs=jobs))])
+        devices = analyze_trace(trace, jobs=jobs)
+        job = diagnose_job([outcome_of(trace, devices, jobs=jobs)])
         docs.append(encode_document(job_document(job, top=0)))
     assert docs[0] == docs[1]
+
+
+def test_what_ifs_on_the_helper_thread_reach_their_findings() -> None:
+    """The ResNet trace's findings that carry a what-if get it from the helper thread."""
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    got = {}
+    for jobs in (1, 2):
+        outcome = outcome_of(trace, analyze_trace(trace, jobs=jobs), jobs=jobs)
+        got[jobs] = {f.id: f.graph_savings_ns for fs in outcome.findings for f in fs}
+    with_path = {k: v for k, v in got[2].items() if v is not None}
+    assert with_path, got  # at least one finding's saving was found along the path
+    assert got[1] == got[2]

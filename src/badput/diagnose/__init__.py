@@ -134,12 +134,14 @@ def _rank(findings: list[Finding]) -> list[Finding]:
     )
 
 
-def diagnose_device(trace: Trace, analysis: DeviceAnalysis) -> list[Finding]:
+def diagnose_device(trace: Trace, analysis: DeviceAnalysis, jobs: int = 1) -> list[Finding]:
     """Run every per-GPU rule on one GPU of a trace.
 
     Args:
         trace: the trace the analysis came from.
         analysis: one GPU's analysis, with its timeline.
+        jobs: with 2 or more, the findings' critical-path what-ifs run on a helper thread
+            beside the rules (the same findings).
 
     Returns:
         Its findings, largest savings first; none where nothing can be said: a GPU without
@@ -148,21 +150,28 @@ def diagnose_device(trace: Trace, analysis: DeviceAnalysis) -> list[Finding]:
     """
     if analysis.goodput is None or analysis.timeline is None:
         return []
-    ctx = DeviceContext(trace, analysis)
+    ctx = DeviceContext(trace, analysis, jobs)
     if ctx.undiagnosable is not None:
         return []
-    return _rank([f for rule in DEVICE_RULES if rule.check and (f := rule.check(ctx))])
+    try:
+        found = [f for rule in DEVICE_RULES if rule.check and (f := rule.check(ctx))]
+        return _rank(ctx.with_graph_savings(found))
+    finally:
+        ctx.close()
 
 
-def outcome_of(trace: Trace, devices: list[DeviceAnalysis], top: int = 0) -> RankOutcome:
+def outcome_of(
+    trace: Trace, devices: list[DeviceAnalysis], top: int = 0, jobs: int = 1
+) -> RankOutcome:
     """Diagnose and summarize one analysed trace, and keep only what reports need.
 
     Args:
         trace: the trace.
         devices: its analyses (`analyze_trace`).
         top: kernels kept per GPU (0 keeps all).
+        jobs: threads for the diagnosis (`diagnose_device`); the same outcome.
     """
-    findings = [diagnose_device(trace, d) for d in devices]
+    findings = [diagnose_device(trace, d, jobs) for d in devices]
     segments = [
         [seg for step in pick_steps(d.steps) if (seg := step_segments(d, step)) is not None]
         for d in devices

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -47,10 +48,20 @@ def ms(ns: float) -> Evidence:
 
 @dataclass(frozen=True, eq=False)
 class DeviceContext:
-    """One GPU of one trace, as the rules see it."""
+    """One GPU of one trace, as the rules see it.
+
+    With `jobs` of 2 or more, the critical-path what-ifs of the findings (`graph_savings`)
+    run one after another on a helper thread while the rules go on; `with_graph_savings`
+    gives the findings their results. One thread runs them all, in the order asked, so the
+    path's what-if caches are never shared between threads.
+    """
 
     trace: Trace
     analysis: DeviceAnalysis
+    jobs: int = 1
+    _pending: dict[tuple[str, str, float], Future[float | None]] = field(
+        default_factory=dict, repr=False
+    )
 
     @property
     def timeline(self) -> Timeline:
@@ -220,6 +231,13 @@ class DeviceContext:
         severity = severity_of(share) or floor
         if severity is None:
             return None
+        graph_savings = None
+        if change is not None:
+            if self.jobs > 1 and self.analysis.critical_path is not None:
+                job = self._what_ifs.submit(self.graph_savings, change)
+                self._pending[(rule_id, title, savings_ns)] = job
+            else:
+                graph_savings = self.graph_savings(change)
         return Finding(
             id=rule_id,
             title=title,
@@ -232,8 +250,33 @@ class DeviceContext:
             trace=self.analysis.trace,
             rank=self.analysis.rank,
             device=self.analysis.device,
-            graph_savings_ns=self.graph_savings(change) if change is not None else None,
+            graph_savings_ns=graph_savings,
         )
+
+    @functools.cached_property
+    def _what_ifs(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(1, thread_name_prefix="badput-what-if")
+
+    def with_graph_savings(self, findings: list[Finding]) -> list[Finding]:
+        """`findings`, each whose what-if ran on the helper thread given its result.
+
+        A finding is known by its rule, title and savings (what `finding` made it with).
+        """
+        if not self._pending:
+            return findings
+        try:
+            out = []
+            for f in findings:
+                job = self._pending.get((f.id, f.title, f.savings_ns))
+                out.append(f if job is None else replace(f, graph_savings_ns=job.result()))
+            return out
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the what-if thread (a what-if running finishes; none queued starts)."""
+        if "_what_ifs" in self.__dict__:
+            self._what_ifs.shutdown(wait=False, cancel_futures=True)
 
     def graph_savings(self, change: GraphChange) -> float | None:
         """Per-step saving of `change` along the critical path; None without a path graph."""

@@ -60,4 +60,4 @@ def analyze_path(
         return RankOutcome(path=path, error=e.problem)
     except BadputError as e:
         return RankOutcome(path=path, error=str(e))
-    return outcome_of(trace, devices, top=top)
+    return outcome_of(trace, devices, top=top, jobs=jobs)
