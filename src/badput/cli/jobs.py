@@ -89,7 +89,8 @@ JobsOption = Annotated[
         "-j",
         help="Traces analysed at once: local worker processes (default: min(CPUs, traces)), "
         "or Ray tasks in flight (default: all, queued by Ray). With one trace: threads that "
-        "read it (default: the CPUs, at most 8); the result is the same for any number.",
+        "read and analyse it (default: the CPUs, at most 8); the result is the same for any "
+        "number.",
     ),
 ]
 AddressOption = Annotated[
