@@ -314,6 +314,9 @@ def test_growing_column_keeps_every_piece_in_order() -> None:
     assert out.tolist() == np.concatenate(pieces).tolist() and col.array().shape == (0,)
     col.reserve(2)  # smaller than held: nothing to do
     assert col.buf.shape[0] >= 2
+    col.reserve(1 << 62)  # a projection no system maps: ignored, appends still grow
+    col.append(np.arange(3, dtype=np.int64))
+    assert col.array().tolist() == [0, 1, 2] and col.buf.shape[0] < 1 << 20
 
 
 def test_stream_size_hint_scales_by_the_compressed_share(tmp_path: Path) -> None:

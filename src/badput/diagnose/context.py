@@ -60,7 +60,7 @@ class DeviceContext:
     analysis: DeviceAnalysis
     jobs: int = 1
     _pending: dict[tuple[str, str, float], Future[float | None]] = field(
-        default_factory=dict, repr=False
+        default_factory=dict, init=False, repr=False
     )
 
     @property

@@ -9,6 +9,7 @@ ops (record_shapes=True) into the sparse `OpArgs` table.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple
 
 import msgspec
@@ -486,8 +487,10 @@ class _Growing:
         self.n = 0
 
     def reserve(self, rows: int) -> None:
+        """Room for `rows` rows; a projection the system will not map is left to `append`."""
         if rows > self.buf.shape[0]:
-            self._resize(rows)
+            with contextlib.suppress(MemoryError, ValueError):  # ValueError: too big to map
+                self._resize(rows)
 
     def _resize(self, rows: int) -> None:
         buf = np.empty(rows, dtype=self.dtype)
