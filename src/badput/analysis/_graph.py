@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.analysis._nesting import dense_pairs, nest
+from badput.analysis._nesting import dense_pairs, depths, nest, sub_nesting
 from badput.analysis.tree import LaunchTree
 from badput.trace.model import NO_ID, EventKind, FlowPhase, SyncWaits, Trace
 
@@ -242,30 +242,51 @@ class _HostSpans:
     thread_tid: I64
 
     @staticmethod
-    def of(trace: Trace) -> _HostSpans | None:
-        """The trace's spans; None where it has none."""
+    def of(trace: Trace, tree: LaunchTree) -> _HostSpans | None:
+        """The trace's spans; None where it has none.
+
+        Nested as the launch tree nests them where they nest properly in it (`sub_nesting`),
+        else anew with the tree's order at equal start and end (a Python frame before an
+        annotation, then by row).
+        """
         kind = trace.kind
-        spans: I64 = np.flatnonzero(
+        is_span = (
             ((kind == EventKind.ANNOTATION) | (kind == EventKind.PYTHON))
             & (trace.phase == FlowPhase.COMPLETE)
             & (trace.dur_ns > 0)
-        ).astype(np.int64)
+        )
+        spans: I64 = np.flatnonzero(is_span).astype(np.int64)
         if spans.shape[0] == 0:
             return None
-        pid, tid = trace.pid[spans], trace.tid[spans]
-        key = dense_pairs(pid, tid)
-        start, end = trace.ts_ns[spans], trace.ts_ns[spans] + trace.dur_ns[spans]
+        nested: tuple[I64, I64, I64, I64, I64] | None = None
+        if tree.host_row.shape[0]:
+            keep = is_span[tree.host_row]
+            if int(keep.sum()) == spans.shape[0]:  # the tree holds every one of them
+                rows = tree.host_row[keep]
+                key = dense_pairs(trace.pid[rows], trace.tid[rows])
+                start = trace.ts_ns[rows]
+                end = start + trace.dur_ns[rows]
+                found = sub_nesting(tree.host_parent, keep, key, start, end)
+                if found is not None:
+                    nested = rows, key, start, end, found[1]
+        if nested is None:
+            key = dense_pairs(trace.pid[spans], trace.tid[spans])
+            start, end = trace.ts_ns[spans], trace.ts_ns[spans] + trace.dur_ns[spans]
+            span_kind = kind[spans]
+
+            def rank(at: I64) -> npt.NDArray[np.int8]:
+                r: npt.NDArray[np.int8] = (span_kind[at] != EventKind.PYTHON).astype(np.int8)
+                return r
+
+            order, parent, key, start, end = nest(key, start, end, rank)
+            nested = spans[order], key, start, end, parent
+        rows, key, start, end, parent = nested
         merged = _merged(key, start, end)
         n_threads = int(key.max()) + 1
         thread_pid = np.zeros(n_threads, dtype=np.int64)
         thread_tid = np.zeros(n_threads, dtype=np.int64)
-        thread_pid[key], thread_tid[key] = pid, tid
-
-        def zero_rank(at: I64) -> npt.NDArray[np.int8]:
-            return np.zeros(at.shape[0], dtype=np.int8)
-
-        order, parent, key, start, end = nest(key, start, end, zero_rank)
-        return _HostSpans(spans[order], key, start, end, parent, merged, thread_pid, thread_tid)
+        thread_pid[key], thread_tid[key] = trace.pid[rows], trace.tid[rows]
+        return _HostSpans(rows, key, start, end, parent, merged, thread_pid, thread_tid)
 
     def keys_of(self, trace: Trace, rows: I64) -> I64:
         """Thread key of each row's thread; `n_threads` where no span is on it."""
@@ -375,6 +396,45 @@ def _by_correlation(trace: Trace, rows: I64, wanted: I64) -> I64:
     return out
 
 
+def _host_nesting(
+    trace: Trace, tree: LaunchTree, is_host: npt.NDArray[np.bool_], host: I64
+) -> tuple[I64, I64, I64, I64, I64, I64]:
+    """The graph's host events (`is_host`, rows `host`) in open order, nested per thread.
+
+    Returns their rows in open order, each one's parent (`NO_ID` at a root), dense thread,
+    start, end and depth. The launch tree nested every host event of the trace already; the
+    graph's are a subset of them (no Python frames or annotations, a length, in the window),
+    read off that forest by `sub_nesting` where they nest properly, and nested anew where
+    not (the tree holds other events, or some overlap without nesting: `nest` repairs those
+    by its own rule).
+    """
+    ts, dur = trace.ts_ns, trace.dur_ns
+    if host.shape[0] and tree.host_row.shape[0]:
+        nodes = tree.host_row
+        keep = is_host[nodes]
+        if int(keep.sum()) == host.shape[0]:  # the tree holds every one of them
+            rows = nodes[keep]
+            thread = trace.pid[rows], trace.tid[rows]
+            step = np.zeros(rows.shape[0], dtype=np.int64)
+            step[1:] = (thread[0][1:] != thread[0][:-1]) | (thread[1][1:] != thread[1][:-1])
+            g = np.cumsum(step)
+            start = ts[rows]
+            end = start + dur[rows]
+            found = sub_nesting(tree.host_parent, keep, g, start, end)
+            if found is not None:
+                _, parent, depth = found
+                return rows, parent, g, start, end, depth
+    thread_key = dense_pairs(trace.pid[host], trace.tid[host]) if host.shape[0] else host
+    h_kind = trace.kind[host]
+
+    def rank(at: I64) -> npt.NDArray[np.int8]:
+        r: npt.NDArray[np.int8] = _RANK[h_kind[at]]
+        return r
+
+    order, parent, g, start, end = nest(thread_key, ts[host], ts[host] + dur[host], rank)
+    return host[order], parent, g, start, end, depths(parent)
+
+
 def build_graph(
     trace: Trace,
     tree: LaunchTree,
@@ -451,26 +511,9 @@ def build_graph(
     s_ids, s_dense = np.unique(stream, return_inverse=True)
     s_dense = s_dense.reshape(-1).astype(np.int64)
 
-    # Host nesting per thread.
-    thread = dense_pairs(trace.pid[host], trace.tid[host]) if host.shape[0] else host
-    h_kind = kind[host]
-
-    def rank(at: I64) -> npt.NDArray[np.int8]:
-        r: npt.NDArray[np.int8] = _RANK[h_kind[at]]
-        return r
-
-    h_order, h_parent, h_thread, h_start, h_end = nest(thread, ts[host], ts[host] + dur[host], rank)
-    host = host[h_order]
+    # Host nesting per thread: the launch tree's, where the graph's events nest properly in it.
+    host, h_parent, h_thread, h_start, h_end, depth = _host_nesting(trace, tree, is_host, host)
     n_host, n_gpu = host.shape[0], g_row.shape[0]
-    # Depth: climb from every node with a parent at once, dropping each when it reaches a root.
-    depth = np.zeros(n_host, dtype=np.int64)
-    climbing = np.flatnonzero(h_parent >= 0)
-    up = h_parent[climbing]
-    while climbing.shape[0]:
-        depth[climbing] += 1
-        up = h_parent[up]
-        above = up >= 0
-        climbing, up = climbing[above], up[above]
     n_threads = int(h_thread.max()) + 1 if n_host else 0
 
     # Nodes: event e has start node e and end node E + e before sorting.
@@ -718,7 +761,9 @@ def build_graph(
     dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
     firsts = np.flatnonzero((pred < 0) & is_host_node).astype(np.int64)
     spans = (
-        _HostSpans.of(trace) if between_ops and (dep_nodes.shape[0] or firsts.shape[0]) else None
+        _HostSpans.of(trace, tree)
+        if between_ops and (dep_nodes.shape[0] or firsts.shape[0])
+        else None
     )
     if dep_nodes.shape[0] and between_ops:
         covered, span_of = _span_cover(

@@ -8,12 +8,21 @@ composite int64 keys. No Python step per element.
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from badput.trace.model import NO_ID, EventKind
+
+try:  # one pass in C (`_paths.c`); the numpy version gives the same result. Imported by
+    # name: `from badput.analysis import` would make this leaf module depend on the package.
+    _paths: Any = importlib.import_module("badput.analysis._paths")
+except ImportError:  # pragma: no cover - the extension is built by every install
+    _paths = None
 
 I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -140,6 +149,88 @@ def nest(
         # Each new parent contains its child (or is NO_ID): no second pass finds more.
         parent[bad] = cand
     return order, parent, g, start, end
+
+
+def depths(parent: I64) -> I64:
+    """Depth of each node of a forest (0 at a root): every node climbs at once, level by level."""
+    depth = np.zeros(parent.shape[0], dtype=np.int64)
+    climbing = np.flatnonzero(parent >= 0)
+    up = parent[climbing]
+    while climbing.shape[0]:
+        depth[climbing] += 1
+        up = parent[up]
+        above = up >= 0
+        climbing, up = climbing[above], up[above]
+    return depth
+
+
+def sub_nesting(
+    parent: I64, keep: Bools, g: I64, start: I64, end: I64
+) -> tuple[I64, I64, I64] | None:
+    """What `nest` gives for the nodes `keep` selects of a nested forest, without a sort.
+
+    `parent` is a forest `nest` returned (nodes in open order, so its parents contain their
+    children); `g`, `start` and `end` are those of the kept nodes, in that order, each of
+    positive length. In open order the kept nodes are already in `nest`'s order (the same
+    keys, ties by the same rank and row order), and where they nest properly (no two overlap
+    without one containing the other) each one's parent among them is its nearest kept
+    ancestor. Checked, not assumed: the kept forest must be laid out as a depth-first walk in
+    which each node's elder sibling ends before it starts.
+
+    Returns the kept node indices (in open order), the parent of each among them (`NO_ID` at
+    a root) and its depth; None where the kept nodes overlap without nesting, whose repair
+    `nest` must decide.
+    """
+    if _paths is not None and not os.environ.get("BADPUT_NO_C_PATHS"):
+        k = g.shape[0]
+        sub_parent, depth = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
+        as64 = np.ascontiguousarray
+        if not _paths.sub_forest(
+            as64(parent, dtype=np.int64),
+            np.ascontiguousarray(keep, dtype=np.bool_).view(np.uint8),
+            as64(g, dtype=np.int64),
+            as64(start, dtype=np.int64),
+            as64(end, dtype=np.int64),
+            sub_parent,
+            depth,
+        ):
+            return None
+        return np.flatnonzero(keep).astype(np.int64), sub_parent, depth
+    kept = np.flatnonzero(keep)
+    # Nearest kept ancestor of every node: jump over the nodes not kept (pointer doubling;
+    # between a node and its pointer lie only nodes not kept).
+    up = parent.copy()
+    live = np.flatnonzero(up >= 0)
+    live = live[~keep[up[live]]]
+    while live.shape[0]:
+        up[live] = up[up[live]]
+        live = live[up[live] >= 0]
+        live = live[~keep[up[live]]]
+    pos = np.full(parent.shape[0], NO_ID, dtype=np.int64)
+    pos[kept] = np.arange(kept.shape[0])
+    anc = up[kept]
+    sub_parent = np.where(anc >= 0, pos[np.maximum(anc, 0)], NO_ID)
+    depth = depths(sub_parent)
+    k = kept.shape[0]
+    if k < 2:
+        return kept.astype(np.int64), sub_parent, depth
+    # Node c follows c - 1 on its thread: c - 1 is its parent, or the last of its elder
+    # sibling's subtree (climb from c - 1 to c's depth) and that sibling ended by c's start.
+    c = np.flatnonzero(g[1:] == g[:-1]) + 1
+    c = c[sub_parent[c] != c - 1]
+    if (depth[c - 1] < depth[c]).any():
+        return None
+    sib = c - 1
+    climb = np.flatnonzero(depth[sib] > depth[c])
+    need = depth[sib[climb]] - depth[c[climb]]
+    while climb.shape[0]:
+        sib[climb] = sub_parent[sib[climb]]
+        need -= 1
+        more = need > 0
+        climb, need = climb[more], need[more]
+    if (sub_parent[sib] != sub_parent[c]).any() or (end[sib] > start[c]).any():
+        return None
+    return kept.astype(np.int64), sub_parent, depth
 
 
 def is_kind(kind: npt.NDArray[np.integer], kinds: tuple[EventKind, ...]) -> Bools:

@@ -1,5 +1,6 @@
 /*
- * Longest paths through a dependency graph (badput.analysis.critical_path), in one pass.
+ * Longest paths through a dependency graph (badput.analysis.critical_path), in one pass; and
+ * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -181,9 +182,93 @@ static PyObject *backtrack(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(count);
 }
 
+/* sub_forest(parent, keep, g, start, end, parent_out, depth_out) -> bool
+ *
+ * badput.analysis._nesting.sub_nesting in one pass: parent (int64, n nodes of a forest in an
+ * order where each parent comes before its children) and keep (uint8, n) select k nodes;
+ * g, start, end (int64, k) are the kept nodes' thread keys and times. parent_out[j]: the kept
+ * index of the nearest kept ancestor of kept node j (-1 at a root); depth_out[j]: its number
+ * of kept ancestors. Returns False where the kept nodes are not laid out as a depth-first
+ * walk in which each node's elder sibling ends by its start (they overlap without nesting). */
+static PyObject *sub_forest(PyObject *self, PyObject *args) {
+    PyObject *o[7];
+    buf bs[7] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+        return NULL;
+    static const Py_ssize_t bsize[7] = {8, 1, 8, 8, 8, 8, 8};
+    for (int i = 0; i < 7; i++) {
+        if (get(o[i], &bs[i], i >= 5, bsize[i]) < 0) {
+            release(bs, 7);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = bs[0].b.len / 8, k = bs[2].b.len / 8;
+    if (bs[1].b.len != n || bs[3].b.len / 8 != k || bs[4].b.len / 8 != k ||
+        bs[5].b.len / 8 != k || bs[6].b.len / 8 != k) {
+        release(bs, 7);
+        PyErr_SetString(PyExc_ValueError, "sub_forest: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int64_t *parent = bs[0].b.buf, *g = bs[2].b.buf, *start = bs[3].b.buf,
+                  *end = bs[4].b.buf;
+    const uint8_t *keep = bs[1].b.buf;
+    int64_t *sub = bs[5].b.buf, *depth = bs[6].b.buf;
+    /* near[i]: kept index of node i's nearest kept ancestor-or-self, -1 where none. */
+    int64_t *near = PyMem_RawMalloc((n ? n : 1) * sizeof(int64_t));
+    if (!near) {
+        release(bs, 7);
+        return PyErr_NoMemory();
+    }
+    const char *bad = NULL;
+    int nested = 1;
+    Py_ssize_t j = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = parent[i];
+        if (p >= i || p < -1) {
+            bad = "sub_forest: a parent does not come before its child";
+            break;
+        }
+        int64_t a = p >= 0 ? near[p] : -1;
+        if (keep[i]) {
+            if (j >= k) {
+                bad = "sub_forest: more kept nodes than times";
+                break;
+            }
+            sub[j] = a;
+            depth[j] = a >= 0 ? depth[a] + 1 : 0;
+            near[i] = j++;
+        } else {
+            near[i] = a;
+        }
+    }
+    if (!bad && j != k) bad = "sub_forest: fewer kept nodes than times";
+    /* Node c after c - 1 on its thread: c - 1 is its parent, or lies in the subtree of its
+     * elder sibling (c - 1's ancestor at c's depth), which must end by c's start. */
+    for (Py_ssize_t c = 1; !bad && nested && c < k; c++) {
+        if (g[c] != g[c - 1] || sub[c] == c - 1) continue;
+        int64_t s = c - 1;
+        if (depth[s] < depth[c]) {
+            nested = 0;
+            break;
+        }
+        while (depth[s] > depth[c]) s = sub[s];
+        if (sub[s] != sub[c] || end[s] > start[c]) nested = 0;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(near);
+    release(bs, 7);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    return PyBool_FromLong(nested);
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
+    {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {NULL, NULL, 0, NULL},
 };
 

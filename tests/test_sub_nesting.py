@@ -1,0 +1,96 @@
+"""`sub_nesting`: a subset's nesting read off a nested forest equals `nest` of the subset."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from badput.analysis._nesting import depths, nest, sub_nesting
+from badput.trace.model import NO_ID
+
+I64 = npt.NDArray[np.int64]
+
+
+def _ranked(kind: I64) -> object:
+    def rank(at: I64) -> npt.NDArray[np.int8]:
+        return kind[at].astype(np.int8)
+
+    return rank
+
+
+def _random_intervals(rng: np.random.Generator, n: int, proper: bool) -> tuple[I64, I64, I64, I64]:
+    """Threads, starts, ends, kinds; `proper`: a laminar family (children inside parents)."""
+    g = rng.integers(0, 3, n).astype(np.int64)
+    if not proper:
+        start = rng.integers(0, 40, n).astype(np.int64)
+        end = start + rng.integers(0, 12, n)
+        return g, start, end, rng.integers(0, 3, n).astype(np.int64)
+    start, end = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for i in range(n):  # each interval inside a random earlier one on its thread, or after all
+        mates = np.flatnonzero(g[:i] == g[i])
+        if mates.size and rng.random() < 0.7:
+            p = int(rng.choice(mates))
+            lo = int(rng.integers(start[p], end[p] + 1))
+            hi = int(rng.integers(lo, end[p] + 1))
+            start[i], end[i] = lo, hi
+        else:
+            lo = int(end[mates].max()) if mates.size else 0
+            start[i] = lo + int(rng.integers(0, 3))
+            end[i] = start[i] + int(rng.integers(0, 30))
+    return g, start, end, rng.integers(0, 3, n).astype(np.int64)
+
+
+@pytest.fixture(params=["c", "numpy"])
+def both_ways(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs with the one-pass C version and with the numpy version."""
+    if request.param == "numpy":
+        monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+    else:
+        monkeypatch.delenv("BADPUT_NO_C_PATHS", raising=False)
+    return str(request.param)
+
+
+def test_sub_nesting_matches_nest_of_the_subset(both_ways: str) -> None:
+    rng = np.random.default_rng(21)
+    derived = refused = 0
+    for trial in range(3000):
+        n = int(rng.integers(1, 40))
+        g, start, end, kind = _random_intervals(rng, n, proper=trial % 3 != 0)
+        order, parent, g_o, s_o, e_o = nest(g, start, end, _ranked(kind))  # type: ignore[arg-type]
+        keep = (rng.random(n) < 0.6) & (e_o > s_o)
+        got = sub_nesting(parent, keep, g_o[keep], s_o[keep], e_o[keep])
+        rows = np.sort(order[keep])  # input positions of the kept intervals
+        # `nest` of the subset, given in row order as a reader would.
+        want_order, want_parent, *_ = nest(g[rows], start[rows], end[rows], _ranked(kind[rows]))  # type: ignore[arg-type]
+        if got is None:
+            refused += 1
+            continue
+        derived += 1
+        kept, sub_parent, depth = got
+        assert np.array_equal(order[kept], rows[want_order]), trial
+        assert np.array_equal(sub_parent, want_parent), trial
+        assert np.array_equal(depth, depths(want_parent)), trial
+    # Both outcomes happen: laminar subsets are derived, overlapping ones left to `nest`.
+    assert derived > 1500 and refused > 100, (derived, refused)
+
+
+def test_sub_nesting_refuses_an_overlap_nest_would_repair(both_ways: str) -> None:
+    # A [0, 10) and B [5, 15) overlap; C [6, 8) lies in both. Kept: A, B.
+    g = np.zeros(3, dtype=np.int64)
+    start = np.array([0, 5, 6], dtype=np.int64)
+    end = np.array([10, 15, 8], dtype=np.int64)
+    order, parent, g_o, s_o, e_o = nest(g, start, end, _ranked(np.zeros(3, np.int64)))  # type: ignore[arg-type]
+    keep = np.array([True, True, False])
+    assert sub_nesting(parent, keep, g_o[keep], s_o[keep], e_o[keep]) is None
+    # Kept: A and C. They nest, but `nest` of all three made C B's child (B overlaps A):
+    # C's nearest kept ancestor is none, not A, so the forest is refused, not misread.
+    keep = np.array([True, False, True])
+    assert sub_nesting(parent, keep, g_o[keep], s_o[keep], e_o[keep]) is None
+    # Kept: B and C: C's parent among them is B.
+    keep = np.array([False, True, True])
+    got = sub_nesting(parent, keep, g_o[keep], s_o[keep], e_o[keep])
+    assert got is not None
+    kept, sub_parent, depth = got
+    assert order[kept].tolist() == [1, 2]
+    assert sub_parent.tolist() == [NO_ID, 0] and depth.tolist() == [0, 1]
