@@ -455,7 +455,7 @@ class _Columns:
 
     def capacity(self) -> int:
         """Rows the columns hold room for."""
-        return int(self.parts["kind"].buf.shape[0])
+        return self.parts["kind"].capacity()
 
     def expect(self, rows: int) -> None:
         """Make room for `rows` rows in all: each column grows once, not piece by piece."""
@@ -479,16 +479,29 @@ class _Growing:
     memory reused) piece by piece. Room the estimate reserved beyond the rows is never
     touched, so it is address space, not memory. Without a reservation, or past it, the
     buffer grows by half at a time.
+
+    A column whose every row holds one value (the allocator totals of a trace recorded
+    without `profile_memory`, a single process's pid) holds no buffer at all: it counts rows
+    until a piece brings another value, and is given out as that value broadcast, read-only.
     """
 
     def __init__(self, dtype: type[np.generic]) -> None:
         self.dtype = dtype
         self.buf: npt.NDArray[Any] = np.zeros(0, dtype=dtype)
         self.n = 0
+        self.room = 0  # rows reserved, held in `buf` once it is in use
+        self.same: Any = None  # the one value of every row so far, while `buf` is unused
+
+    def capacity(self) -> int:
+        """Rows reserved."""
+        return max(self.room, self.buf.shape[0])
 
     def reserve(self, rows: int) -> None:
         """Room for `rows` rows; a projection the system will not map is left to `append`."""
-        if rows > self.buf.shape[0]:
+        self.room = max(self.room, rows)
+        if self.same is None and self.n == 0:
+            return  # the first piece decides whether a buffer is needed at all
+        if self.same is None and rows > self.buf.shape[0]:
             with contextlib.suppress(MemoryError, ValueError):  # ValueError: too big to map
                 self._resize(rows)
 
@@ -499,17 +512,44 @@ class _Growing:
 
     def append(self, values: npt.NDArray[Any]) -> None:
         end = self.n + values.shape[0]
+        if values.shape[0] == 0:
+            return
+        if self.n == 0 or self.same is not None:
+            first = values[0]
+            if (self.n == 0 or first == self.same) and bool((values == first).all()):
+                self.same, self.n = first, end
+                return
+            self._spread()
         if end > self.buf.shape[0]:
-            self._resize(max(end, self.buf.shape[0] * 3 // 2, 1024))
+            self._grow(end)
         self.buf[self.n : end] = values
         self.n = end
 
+    def _grow(self, rows: int) -> None:
+        """Room for at least `rows`: the reservation where it is more, else half as much again."""
+        if self.room > rows:
+            with contextlib.suppress(MemoryError, ValueError):  # ValueError: too big to map
+                self._resize(self.room)
+                return
+        self._resize(max(rows, self.buf.shape[0] * 3 // 2, 1024))
+
+    def _spread(self) -> None:
+        """Into a buffer: the rows so far, all `same`, written out."""
+        same, self.same = self.same, None
+        n, self.n = self.n, 0  # the buffer holds none of them yet
+        if n:
+            self._grow(n)
+            self.buf[:n] = same
+        self.n = n
+
     def array(self) -> npt.NDArray[Any]:
+        if self.same is not None:
+            return np.broadcast_to(np.asarray(self.same, dtype=self.dtype), (self.n,))
         return self.buf[: self.n]
 
     def take(self) -> npt.NDArray[Any]:
         out = self.array()
-        self.buf, self.n = np.zeros(0, dtype=self.dtype), 0
+        self.buf, self.n, self.room, self.same = np.zeros(0, dtype=self.dtype), 0, 0, None
         return out
 
 
