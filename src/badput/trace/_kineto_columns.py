@@ -494,7 +494,7 @@ class _Growing:
 
     def capacity(self) -> int:
         """Rows reserved."""
-        return max(self.room, self.buf.shape[0])
+        return max(self.room, int(self.buf.shape[0]))
 
     def reserve(self, rows: int) -> None:
         """Room for `rows` rows; a projection the system will not map is left to `append`."""
