@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("badput")
-except PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0.0.0+local"
-
+from badput._version import __version__
 from badput.errors import BadputError, TraceFormatError, UsageError
-from badput.meter import Meter, MeterWarning
-from badput.telemetry.pinning import pin_to_gpu_numa, worker_init_fn
+
+if TYPE_CHECKING:
+    from badput.meter import Meter, MeterWarning
+    from badput.telemetry.pinning import pin_to_gpu_numa, worker_init_fn
 
 __all__ = [
     "BadputError",
@@ -23,3 +21,22 @@ __all__ = [
     "pin_to_gpu_numa",
     "worker_init_fn",
 ]
+
+# Imported on first use: every `badput` command imports this package, and the meter and the
+# telemetry (some 30 ms) serve only some of them.
+_LAZY = {
+    "Meter": "badput.meter",
+    "MeterWarning": "badput.meter",
+    "pin_to_gpu_numa": "badput.telemetry.pinning",
+    "worker_init_fn": "badput.telemetry.pinning",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'badput' has no attribute {name!r}")

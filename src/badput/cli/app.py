@@ -141,7 +141,6 @@ def analyze(
         badput analyze traces/ --format markdown --out "$GITHUB_STEP_SUMMARY" --min-goodput 0.8
     """
     from badput.report.json_report import encode_document, job_document
-    from badput.report.text import render_job
 
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
@@ -188,6 +187,8 @@ def analyze(
             document["gates"] = [dataclasses.asdict(g) for g in gates]
         json_out(out, encode_document(document))
     else:
+        from badput.report.text import render_job  # the terminal report's (rich) code, 30 ms
+
         with text_out(out, append) as console:
             render_job(job, console, top=top)
             if aligned is not None:
