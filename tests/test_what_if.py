@@ -7,13 +7,14 @@ path (`BADPUT_NO_C_PATHS=1` forces numpy).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from badput.analysis import critical_path as cp_module
+from badput.analysis import _nesting
 from badput.analysis.critical_path import GraphChange, critical_path, what_if
 from badput.analysis.device import analyze_trace
 from badput.diagnose import diagnose_device
@@ -42,7 +43,7 @@ def longest_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     """Run each case with the C pass (where built) and with numpy."""
     if request.param == "numpy":
         monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
-    elif cp_module._paths is None:
+    elif _nesting._paths is None:
         pytest.skip("the C longest-path pass is not built")
     return str(request.param)
 
@@ -145,7 +146,7 @@ def test_hidden_communication_and_faster_kernels(tmp_path: Path, longest_pass: s
 def test_c_and_numpy_passes_agree_on_the_shared_traces(
     shared_traces: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if cp_module._paths is None:
+    if _nesting._paths is None:
         pytest.skip("the C longest-path pass is not built")
     paths = sorted(shared_traces.glob("hta-critical-path/*.json.gz"))
     paths += sorted(shared_traces.glob("param-dlrm-8rank/*worker0*.json.gz"))
@@ -166,6 +167,14 @@ def test_c_and_numpy_passes_agree_on_the_shared_traces(
         assert np.array_equal(c.rows, n.rows), path.name
         for key in ("src_row", "dst_row", "src_start", "dst_start", "edge_type", "weight_ns"):
             assert np.array_equal(getattr(c.edges, key), getattr(n.edges, key)), (path.name, key)
+        # The graph itself: its host nesting and chain edges also run in C.
+        assert c.graph is not None and n.graph is not None
+        for f in dataclasses.fields(c.graph):
+            a, b = getattr(c.graph, f.name), getattr(n.graph, f.name)
+            if isinstance(a, np.ndarray):
+                assert a.dtype == b.dtype and np.array_equal(a, b), (path.name, f.name)
+            else:
+                assert a == b, (path.name, f.name)
 
 
 def test_data_loading_span_that_an_edge_runs_into(tmp_path: Path, longest_pass: str) -> None:
@@ -194,4 +203,4 @@ def test_data_loading_span_that_an_edge_runs_into(tmp_path: Path, longest_pass: 
 
 def test_c_pass_is_built_in_ci() -> None:
     if os.environ.get("CI"):
-        assert cp_module._paths is not None, "CI must build the C longest-path pass"
+        assert _nesting._paths is not None, "CI must build the C longest-path pass"

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.analysis._nesting import dense_pairs, depths, nest, sub_nesting
+from badput.analysis._nesting import c_paths, dense_pairs, depths, nest, sub_nesting
 from badput.analysis.tree import LaunchTree
 from badput.trace.model import NO_ID, EventKind, FlowPhase, SyncWaits, Trace
 
@@ -202,6 +202,20 @@ def _topological_order(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64:
     key |= chain
     packed: I64 = np.argsort(key, kind="stable").astype(np.int64, copy=False)
     return packed
+
+
+def _chain_pred(chain: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+    """Per node, the node before it on its chain (`NO_ID` at a chain's first): chain edges."""
+    pred = np.full(chain.shape[0], NO_ID, dtype=np.int32)
+    if chain.shape[0] and (c := c_paths()) is not None:
+        c.chain_pred(np.ascontiguousarray(chain, dtype=np.int32), pred)
+        return pred
+    by_chain = _stable_order(chain)
+    if by_chain.shape[0] > 1:
+        # Each node but a chain's first follows the one before it in chain order.
+        same = chain[by_chain[1:]] == chain[by_chain[:-1]]
+        pred[by_chain[1:]] = np.where(same, by_chain[:-1], NO_ID)
+    return pred
 
 
 def _stable_order(small: Ints) -> I64:
@@ -523,6 +537,7 @@ def build_graph(
     # Millions of nodes: node-sized arrays are int32 where they index (nodes, events, rows,
     # chains) and temporaries go as soon as they are used (issue 19's memory budget).
     t = np.concatenate([h_start, g_start, h_end, g_end])
+    del h_start, h_end
     cls = np.concatenate(
         [
             np.full(n_host, _HOST_START, dtype=np.int8),
@@ -536,7 +551,7 @@ def build_graph(
     sub = np.concatenate([depth32, zeros32, -depth32, zeros32])
     chain32 = ev_chain.astype(np.int32)
     chain = np.concatenate([chain32, chain32])
-    del depth32, zeros32, chain32
+    del depth, depth32, zeros32, chain32, ev_chain
     topo = _topological_order(t, cls, sub, chain)
     del cls, sub
     pos = np.empty(2 * n_ev, dtype=np.int32)
@@ -548,21 +563,18 @@ def build_graph(
     start_node, end_node = pos[:n_ev], pos[n_ev:]
 
     # Chain edges: consecutive nodes of a chain.
-    by_chain = _stable_order(node_chain)
-    pred = np.full(2 * n_ev, NO_ID, dtype=np.int32)
-    if by_chain.shape[0] > 1:
-        # Each node but a chain's first follows the one before it in chain order.
-        same = node_chain[by_chain[1:]] == node_chain[by_chain[:-1]]
-        pred[by_chain[1:]] = np.where(same, by_chain[:-1], NO_ID)
-        del same
-    del by_chain
+    pred = _chain_pred(node_chain)
     has = pred >= 0
     u = np.maximum(pred, 0)
     ev_v, ev_u = node_event, node_event[u]
     is_host_node = ev_v < n_host
     ctype = np.full(2 * n_ev, NO_EDGE, dtype=np.int8)
-    weight = np.where(has, node_ns - node_ns[u], 0)
-    parent_ev = np.concatenate([h_parent, np.full(n_gpu, NO_ID, dtype=np.int64)])
+    weight = node_ns[u]  # then the time from the chain's previous node, in place
+    np.subtract(node_ns, weight, out=weight)
+    weight[~has] = 0
+    parent_ev = np.full(n_ev, NO_ID, dtype=np.int32)
+    parent_ev[:n_host] = h_parent
+    del h_parent
     root = parent_ev < 0
     blocking = np.zeros(n_ev, dtype=np.bool_)
 
@@ -594,8 +606,8 @@ def build_graph(
     # Synchronization: cuda_sync rows name the call and what it waited for.
     sync_rows = np.flatnonzero((kind == EventKind.SYNC) & (trace.device == device))
     calls = host[(kind[host] == EventKind.RUNTIME) | (kind[host] == EventKind.DRIVER)]
-    ev_of_row = np.full(len(trace), NO_ID, dtype=np.int64)
-    ev_of_row[ev_row] = np.arange(n_ev)
+    ev_of_row = np.full(len(trace), NO_ID, dtype=np.int32)  # a row's event, or NO_ID
+    ev_of_row[ev_row] = np.arange(n_ev, dtype=np.int32)
     g_key = np.where(has_launch, launch_ts, g_start)  # when each activity was queued
     g_thread = np.full(n_gpu, NO_ID, dtype=np.int64)
     g_thread[has_launch] = h_thread[launch_ev[has_launch]]
@@ -829,7 +841,7 @@ def build_graph(
         edge_type=e_type[by_dst].astype(np.int8),
         edge_weight_ns=np.maximum(e_w[by_dst], 0),
         event_row=ev_row,
-        event_parent=parent_ev.astype(np.int32),
+        event_parent=parent_ev,
         n_host=n_host,
         warnings=warnings,
     )

@@ -28,6 +28,15 @@ I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
 
+def c_paths() -> Any:
+    """The one-pass C helpers (`_paths.c`), None where they are not to run.
+
+    None without the extension or with `BADPUT_NO_C_PATHS` set, which picks their numpy
+    versions (as the tests do to compare the two).
+    """
+    return None if _paths is None or os.environ.get("BADPUT_NO_C_PATHS") else _paths
+
+
 # Composite sort keys pack (group, time, class) into one int64; past this bound the times are
 # first replaced by their dense ranks (same order, same ties), so the keys always fit.
 _KEY_LIMIT = 1 << 62
@@ -181,11 +190,11 @@ def sub_nesting(
     a root) and its depth; None where the kept nodes overlap without nesting, whose repair
     `nest` must decide.
     """
-    if _paths is not None and not os.environ.get("BADPUT_NO_C_PATHS"):
+    if (c := c_paths()) is not None:
         k = g.shape[0]
         sub_parent, depth = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
         as64 = np.ascontiguousarray
-        if not _paths.sub_forest(
+        if not c.sub_forest(
             as64(parent, dtype=np.int64),
             np.ascontiguousarray(keep, dtype=np.bool_).view(np.uint8),
             as64(g, dtype=np.int64),

@@ -354,10 +354,59 @@ static PyObject *argsort_stable(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* chain_pred(chain, pred_out) -> None (both int32)
+ *
+ * pred_out[v]: the last node before v with v's chain, -1 at a chain's first node (chains are
+ * small non-negative ids). One pass, in place of a stable sort by chain. */
+static PyObject *chain_pred(PyObject *self, PyObject *args) {
+    PyObject *o[2];
+    buf bs[2] = {{0}};
+    if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
+    for (int i = 0; i < 2; i++) {
+        if (get(o[i], &bs[i], i == 1, 4) < 0) {
+            release(bs, 2);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = bs[0].b.len / 4;
+    if (bs[1].b.len / 4 != n) {
+        release(bs, 2);
+        PyErr_SetString(PyExc_ValueError, "chain_pred: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int32_t *chain = bs[0].b.buf;
+    int32_t *pred = bs[1].b.buf;
+    int32_t top = -1;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        if (chain[v] < 0) {
+            release(bs, 2);
+            PyErr_SetString(PyExc_ValueError, "chain_pred: a negative chain id");
+            return NULL;
+        }
+        if (chain[v] > top) top = chain[v];
+    }
+    int32_t *last = PyMem_RawMalloc(((size_t)top + 1) * sizeof(int32_t));
+    if (!last) {
+        release(bs, 2);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int32_t c = 0; c <= top; c++) last[c] = -1;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        pred[v] = last[chain[v]];
+        last[chain[v]] = (int32_t)v;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(last);
+    release(bs, 2);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
     {"argsort_stable", argsort_stable, METH_VARARGS, "Stable argsort of int64 keys (radix)."},
+    {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {NULL, NULL, 0, NULL},
 };

@@ -36,7 +36,6 @@ after a finding's fix given as shrunk edges (`GraphChange`).
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,18 +62,13 @@ from badput.analysis._graph import (
     _merged,
     build_graph,
 )
-from badput.analysis._nesting import dense_pairs, is_kind
+from badput.analysis._nesting import c_paths, dense_pairs, is_kind
 from badput.analysis.blocking import BlockingCalls, blocking_calls
 from badput.analysis.classify import KernelClasses
 from badput.analysis.patterns import CATEGORIES, profiler_step_number
 from badput.analysis.results import DeviceAnalysis
 from badput.analysis.tree import LaunchTree, launch_tree
 from badput.trace.model import NO_ID, EventKind, Trace
-
-try:  # the one-pass longest path in C (`_paths.c`); the numpy version gives the same result
-    from badput.analysis import _paths  # type: ignore[attr-defined]
-except ImportError:  # built without a C compiler
-    _paths = None
 
 __all__ = [
     "BREAKDOWN_KEYS",
@@ -403,7 +397,7 @@ def _edge_parts(trace: Trace, g: DependencyGraph, classes: KernelClasses | None)
 
 def _use_c() -> bool:
     """Whether the C pass runs (`BADPUT_NO_C_PATHS=1` picks the numpy one, as tests do)."""
-    return _paths is not None and not os.environ.get("BADPUT_NO_C_PATHS")
+    return c_paths() is not None
 
 
 def _as_bytes(mask: Bools) -> npt.NDArray[np.uint8]:
@@ -428,7 +422,7 @@ def _distances(
     dist = np.zeros(n, dtype=np.int64)
     best = np.zeros(n, dtype=np.int64)
     wait = g.edge_type == EVENT_WAIT
-    _paths.longest(
+    c_paths().longest(
         np.ascontiguousarray(g.chain_pred, dtype=np.int32),
         np.ascontiguousarray(g.chain_weight_ns if chain_w is None else chain_w, dtype=np.int64),
         _as_bytes(chain_ok),
@@ -469,7 +463,7 @@ def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64
         return (dist, *_backtrack(g, dist, origin, best))
     dist, best = _distances(g, chain_ok, edge_ok)
     out = np.zeros(len(g), dtype=np.int64)
-    count = _paths.backtrack(
+    count = c_paths().backtrack(
         best,
         np.ascontiguousarray(g.chain_pred, dtype=np.int32),
         np.ascontiguousarray(g.edge_src, dtype=np.int64),
