@@ -422,6 +422,10 @@ def main(argv: list[str] | None = None) -> int:
         argv: arguments without the program name; default `sys.argv[1:]`.
     """
     args = sys.argv[1:] if argv is None else argv
+    if argv is None and args[:1] != ["run"]:  # this process is the command's, not a job's
+        from badput._memory import keep_freed_memory
+
+        keep_freed_memory()
     try:
         command()(args=args, prog_name="badput", standalone_mode=True)
     except SystemExit as e:  # typer ends every run, usage errors (code 2) included, this way
