@@ -4,8 +4,9 @@ Reading a trace frees many piece-sized arrays; glibc keeps the freed memory in i
 (the process's resident size stays at its peak) until it is trimmed. Trimming once after the
 read halves what a 1 GB compact trace holds resident afterwards (`give_back_free_memory`).
 
-The analyses allocate and free arrays of tens of MB by the hundred. glibc maps each one
-above 32 MB afresh and unmaps it when freed, so every such array is written into new pages
+The analyses allocate and free arrays of tens of MB by the hundred. glibc maps each large
+one afresh (past its mmap threshold, 32 MB at most) and unmaps it when freed, so every such
+array is written into new pages
 that the kernel must first zero: on a virtual machine that is most of the analysis's system
 time. A `badput` command, whose process is its own, keeps them in the heap instead
 (`keep_freed_memory`), so that a freed array's pages serve the next one. Elsewhere (macOS,

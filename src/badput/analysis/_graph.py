@@ -207,8 +207,8 @@ def _topological_order(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64:
 def _chain_pred(chain: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
     """Per node, the node before it on its chain (`NO_ID` at a chain's first): chain edges."""
     pred = np.full(chain.shape[0], NO_ID, dtype=np.int32)
-    if chain.shape[0] and (c := c_paths()) is not None:
-        c.chain_pred(np.ascontiguousarray(chain, dtype=np.int32), pred)
+    if chain.shape[0] and (fast := c_paths()) is not None:
+        fast.chain_pred(np.ascontiguousarray(chain, dtype=np.int32), pred)
         return pred
     by_chain = _stable_order(chain)
     if by_chain.shape[0] > 1:

@@ -21,7 +21,7 @@ from badput.trace.model import NO_ID, EventKind
 try:  # one pass in C (`_paths.c`); the numpy version gives the same result. Imported by
     # name: `from badput.analysis import` would make this leaf module depend on the package.
     _paths: Any = importlib.import_module("badput.analysis._paths")
-except ImportError:  # pragma: no cover - the extension is built by every install
+except ImportError:  # an install without a C compiler (the extension is optional)
     _paths = None
 
 I64 = npt.NDArray[np.int64]
@@ -190,16 +190,19 @@ def sub_nesting(
     a root) and its depth; None where the kept nodes overlap without nesting, whose repair
     `nest` must decide.
     """
-    if (c := c_paths()) is not None:
+    if (fast := c_paths()) is not None:
         k = g.shape[0]
         sub_parent, depth = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
-        as64 = np.ascontiguousarray
-        if not c.sub_forest(
-            as64(parent, dtype=np.int64),
+
+        def packed(a: I64) -> I64:
+            return np.ascontiguousarray(a, dtype=np.int64)
+
+        if not fast.sub_forest(
+            packed(parent),
             np.ascontiguousarray(keep, dtype=np.bool_).view(np.uint8),
-            as64(g, dtype=np.int64),
-            as64(start, dtype=np.int64),
-            as64(end, dtype=np.int64),
+            packed(g),
+            packed(start),
+            packed(end),
             sub_parent,
             depth,
         ):
