@@ -18,7 +18,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <string.h>
 
 typedef struct {
     Py_buffer b;
@@ -266,94 +265,6 @@ static PyObject *sub_forest(PyObject *self, PyObject *args) {
     return PyBool_FromLong(nested);
 }
 
-/* argsort_stable(keys, order_out) -> None (both int64)
- *
- * The stable argsort of keys: numpy's argsort(kind="stable") gives the same order (for int64
- * numpy runs a merge sort, whose time depends on the runs already in the data). Least
- * significant digit radix sort, 11 bits a pass, skipping the digits all keys share: keys
- * spanning 40 bits take 4 passes over (key, index) pairs. */
-#define RADIX_BITS 11
-#define RADIX (1 << RADIX_BITS)
-#define N_DIGITS ((64 + RADIX_BITS - 1) / RADIX_BITS)
-static PyObject *argsort_stable(PyObject *self, PyObject *args) {
-    PyObject *o[2];
-    buf bs[2] = {{0}};
-    if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
-    for (int i = 0; i < 2; i++) {
-        if (get(o[i], &bs[i], i == 1, 8) < 0) {
-            release(bs, 2);
-            return NULL;
-        }
-    }
-    Py_ssize_t n = bs[0].b.len / 8;
-    if (bs[1].b.len / 8 != n) {
-        release(bs, 2);
-        PyErr_SetString(PyExc_ValueError, "argsort_stable: arrays of mismatched lengths");
-        return NULL;
-    }
-    const int64_t *keys = bs[0].b.buf;
-    int64_t *order = bs[1].b.buf;
-    size_t (*count)[RADIX] = PyMem_RawCalloc(N_DIGITS, sizeof *count);
-    /* Ping-pong buffers of (unsigned key, index); the sign bit flipped so that unsigned order
-     * is signed order. */
-    uint64_t *ka = PyMem_RawMalloc((n ? n : 1) * sizeof(uint64_t));
-    uint64_t *kb = PyMem_RawMalloc((n ? n : 1) * sizeof(uint64_t));
-    int64_t *ib = PyMem_RawMalloc((n ? n : 1) * sizeof(int64_t));
-    if (!count || !ka || !kb || !ib) {
-        PyMem_RawFree(count);
-        PyMem_RawFree(ka);
-        PyMem_RawFree(kb);
-        PyMem_RawFree(ib);
-        release(bs, 2);
-        return PyErr_NoMemory();
-    }
-    Py_BEGIN_ALLOW_THREADS
-    const uint64_t flip = (uint64_t)1 << 63;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t k = (uint64_t)keys[i] ^ flip;
-        ka[i] = k;
-        order[i] = i;
-        for (int d = 0; d < N_DIGITS; d++) count[d][(k >> (d * RADIX_BITS)) & (RADIX - 1)]++;
-    }
-    uint64_t *kin = ka, *kout = kb;
-    int64_t *iin = order, *iout = ib;
-    for (int d = 0; d < N_DIGITS; d++) {
-        size_t *c = count[d];
-        int trivial = 0;
-        for (int b = 0; b < RADIX; b++) {
-            if (c[b] == (size_t)n) trivial = 1;
-            if (c[b]) break;
-        }
-        if (trivial || n == 0) continue;
-        size_t sum = 0;
-        for (int b = 0; b < RADIX; b++) {
-            size_t t = c[b];
-            c[b] = sum;
-            sum += t;
-        }
-        const int shift = d * RADIX_BITS;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            size_t at = c[(kin[i] >> shift) & (RADIX - 1)]++;
-            kout[at] = kin[i];
-            iout[at] = iin[i];
-        }
-        uint64_t *kt = kin;
-        kin = kout;
-        kout = kt;
-        int64_t *it = iin;
-        iin = iout;
-        iout = it;
-    }
-    if (iin != order) memcpy(order, iin, (size_t)n * sizeof(int64_t));
-    Py_END_ALLOW_THREADS
-    PyMem_RawFree(count);
-    PyMem_RawFree(ka);
-    PyMem_RawFree(kb);
-    PyMem_RawFree(ib);
-    release(bs, 2);
-    Py_RETURN_NONE;
-}
-
 /* chain_pred(chain, pred_out) -> None (both int32)
  *
  * pred_out[v]: the last node before v with v's chain, -1 at a chain's first node (chains are
@@ -405,7 +316,6 @@ static PyObject *chain_pred(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
-    {"argsort_stable", argsort_stable, METH_VARARGS, "Stable argsort of int64 keys (radix)."},
     {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {NULL, NULL, 0, NULL},
