@@ -39,8 +39,9 @@ def test_a_command_keeps_large_arrays_in_the_heap() -> None:
             check=True,
         ).stdout
     )
-    # 64 MB in 4 KiB pages is 16,384 faults (far fewer with huge pages); reused: almost none.
-    assert kept < 100 < fresh, (kept, fresh)
+    # A fresh 64 MB mapping faults at least once per huge page (32 of 2 MiB; up to 16,384
+    # of 4 KiB without them); the reused heap pages fault almost never.
+    assert fresh >= 32 and kept * 8 <= fresh, (kept, fresh)
 
 
 def test_trim_runs_or_says_it_cannot() -> None:
