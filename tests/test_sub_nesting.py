@@ -94,3 +94,13 @@ def test_sub_nesting_refuses_an_overlap_nest_would_repair(both_ways: str) -> Non
     kept, sub_parent, depth = got
     assert order[kept].tolist() == [1, 2]
     assert sub_parent.tolist() == [NO_ID, 0] and depth.tolist() == [0, 1]
+
+
+def test_sub_nesting_refuses_nodes_out_of_nest_order(both_ways: str) -> None:
+    # Two disjoint roots given in the wrong order: not a forest `nest` made.
+    parent = np.array([NO_ID, NO_ID], dtype=np.int64)
+    keep = np.array([True, True])
+    g = np.zeros(2, dtype=np.int64)
+    start, end = np.array([10, 0], dtype=np.int64), np.array([20, 5], dtype=np.int64)
+    assert sub_nesting(parent, keep, g, start, end) is None
+    assert sub_nesting(parent, keep, g, start[::-1].copy(), end[::-1].copy()) is not None

@@ -188,8 +188,14 @@ def sub_nesting(
 
     Returns the kept node indices (in open order), the parent of each among them (`NO_ID` at
     a root) and its depth; None where the kept nodes overlap without nesting, whose repair
-    `nest` must decide.
+    `nest` must decide, or are not in `nest`'s order (thread, start, the longer first).
     """
+    if g.shape[0] > 1:  # in `nest`'s order: by thread, then start, the longer first
+        same_g = g[1:] == g[:-1]
+        later = start[1:] > start[:-1]
+        later |= (start[1:] == start[:-1]) & (end[1:] <= end[:-1])
+        if not ((g[1:] > g[:-1]) | (same_g & later)).all():
+            return None
     if (fast := c_paths()) is not None:
         k = g.shape[0]
         sub_parent, depth = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
