@@ -46,7 +46,8 @@ static int get(PyObject *o, buf *out, int writable, Py_ssize_t itemsize) {
  * pred is int32 (node indices), the masks uint8, everything else int64. lead_nodes (ascending)
  * and lead_ns: nodes a path may begin at with that much time before them. dist_out[v]: length
  * of the longest path ending at v; best_out[v]: -1 (the path starts at v, after its lead),
- * -2 (it arrives by v's chain edge) or the index of the cross edge it arrives by. */
+ * -2 (it arrives by v's chain edge) or the index of the cross edge it arrives by; best_out
+ * None: the distances alone. */
 #define N_ARGS 12
 static PyObject *longest(PyObject *self, PyObject *args) {
     PyObject *o[N_ARGS];
@@ -55,7 +56,9 @@ static PyObject *longest(PyObject *self, PyObject *args) {
                           &o[6], &o[7], &o[8], &o[9], &o[10], &o[11]))
         return NULL;
     static const Py_ssize_t size[N_ARGS] = {4, 8, 1, 8, 8, 8, 8, 8, 1, 1, 8, 8};
-    for (int i = 0; i < N_ARGS; i++) {
+    /* best_out may be None: the distances alone (no array of n in-edges to allocate). */
+    const int want_best = o[11] != Py_None;
+    for (int i = 0; i < (want_best ? N_ARGS : N_ARGS - 1); i++) {
         if (get(o[i], &bs[i], i >= 10, size[i]) < 0) {
             release(bs, N_ARGS);
             return NULL;
@@ -63,7 +66,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
     }
     Py_ssize_t n = bs[0].b.len / 4, n_lead = bs[3].b.len / 8, m = bs[5].b.len / 8;
     if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[4].b.len / 8 != n_lead ||
-        bs[10].b.len / 8 != n || bs[11].b.len / 8 != n || bs[6].b.len / 8 != m ||
+        bs[10].b.len / 8 != n || (want_best && bs[11].b.len / 8 != n) || bs[6].b.len / 8 != m ||
         bs[7].b.len / 8 != m || bs[8].b.len != m || bs[9].b.len != m) {
         release(bs, N_ARGS);
         PyErr_SetString(PyExc_ValueError, "longest: arrays of mismatched lengths");
@@ -73,7 +76,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
     const int64_t *wchain = bs[1].b.buf, *lead_nodes = bs[3].b.buf, *lead = bs[4].b.buf,
                   *src = bs[5].b.buf, *dst = bs[6].b.buf, *w = bs[7].b.buf;
     const uint8_t *chain_ok = bs[2].b.buf, *edge_ok = bs[8].b.buf, *wait = bs[9].b.buf;
-    int64_t *dist = bs[10].b.buf, *best = bs[11].b.buf;
+    int64_t *dist = bs[10].b.buf, *best = want_best ? bs[11].b.buf : NULL;
     Py_ssize_t k = 0; /* next lead node */
     const char *bad = NULL;
     Py_ssize_t e = 0;
@@ -119,7 +122,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
             b = ce;
         }
         dist[v] = val < 0 ? 0 : val;
-        best[v] = b;
+        if (best) best[v] = b;
     }
     if (!bad && e < m) bad = "longest: a cross edge ends past the last node";
     release(bs, N_ARGS);

@@ -413,14 +413,16 @@ def _distances(
     chain_w: I64 | None = None,
     edge_w: I64 | None = None,
     lead: I64 | None = None,
-) -> tuple[I64, I64]:
+    with_best: bool = True,
+) -> tuple[I64, I64 | None]:
     """Longest-path distance to each node and its best in-edge (see `_longest`), by C.
 
-    `chain_w` / `edge_w` / `lead` replace the graph's weights (a what-if).
+    `chain_w` / `edge_w` / `lead` replace the graph's weights (a what-if). Without
+    `with_best` the distances alone (None for the in-edges: an array of nodes not made).
     """
     n = len(g)
     dist = np.zeros(n, dtype=np.int64)
-    best = np.zeros(n, dtype=np.int64)
+    best = np.zeros(n, dtype=np.int64) if with_best else None
     wait = g.edge_type == EVENT_WAIT
     c_paths().longest(
         np.ascontiguousarray(g.chain_pred, dtype=np.int32),
@@ -449,7 +451,7 @@ def _lengths(
 ) -> I64:
     """Longest-path distance to each node (C where built, else numpy)."""
     if _use_c():
-        return _distances(g, chain_ok, edge_ok, chain_w, edge_w, lead)[0]
+        return _distances(g, chain_ok, edge_ok, chain_w, edge_w, lead, with_best=False)[0]
     return _longest(g, chain_ok, edge_ok, chain_w, edge_w, lead)[0]
 
 
@@ -461,7 +463,9 @@ def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64
     if not _use_c():
         dist, origin, best = _longest(g, chain_ok, edge_ok)
         return (dist, *_backtrack(g, dist, origin, best))
-    dist, best = _distances(g, chain_ok, edge_ok)
+    dist, in_edge = _distances(g, chain_ok, edge_ok)
+    assert in_edge is not None  # asked for
+    best = in_edge
     out = np.zeros(len(g), dtype=np.int64)
     count = c_paths().backtrack(
         best,
