@@ -859,8 +859,10 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         gpu_start = g.node_start & (g.node_event >= g.n_host) & (g.chain_pred >= 0)
         base["chain_ok"] = (g.chain_type != NO_EDGE) | gpu_start
         base["chain_w"] = np.where(g.chain_type != NO_EDGE, g.chain_weight_ns, 0)
-        base["gpu"] = np.flatnonzero(g.chain_type == GPU)
-        base["host_edge"] = np.flatnonzero((g.chain_type == HOST) | (g.chain_type == DEPENDENCY))
+        # Node indices, int32 like the graph's own: millions of them, held with the path.
+        base["gpu"] = np.flatnonzero(g.chain_type == GPU).astype(np.int32)
+        host = (g.chain_type == HOST) | (g.chain_type == DEPENDENCY)
+        base["host_edge"] = np.flatnonzero(host).astype(np.int32)
     chain_ok = base["chain_ok"]
     edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
     chain_w = base["chain_w"].copy()
