@@ -428,10 +428,7 @@ def _host_nesting(
         keep = is_host[nodes]
         if int(keep.sum()) == host.shape[0]:  # the tree holds every one of them
             rows = nodes[keep]
-            thread = trace.pid[rows], trace.tid[rows]
-            step = np.zeros(rows.shape[0], dtype=np.int64)
-            step[1:] = (thread[0][1:] != thread[0][:-1]) | (thread[1][1:] != thread[1][:-1])
-            g = np.cumsum(step)
+            g = dense_pairs(trace.pid[rows], trace.tid[rows])
             start = ts[rows]
             end = start + dur[rows]
             found = sub_nesting(tree.host_parent, keep, g, start, end)

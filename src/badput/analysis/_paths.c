@@ -40,6 +40,18 @@ static int get(PyObject *o, buf *out, int writable, Py_ssize_t itemsize) {
     return 0;
 }
 
+/* Buffers of o[0], ..., o[n - 1] with items of size[i] bytes, writable from o[first_out] on;
+ * on a failure every buffer taken is released. */
+static int get_all(PyObject **o, buf *bs, int n, const Py_ssize_t *size, int first_out) {
+    for (int i = 0; i < n; i++) {
+        if (get(o[i], &bs[i], i >= first_out, size[i]) < 0) {
+            release(bs, n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* longest(pred, wchain, chain_ok, lead_nodes, lead_ns, src, dst, w, edge_ok, wait,
  *         dist_out, best_out) -> None
  *
@@ -58,12 +70,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
     static const Py_ssize_t size[N_ARGS] = {4, 8, 1, 8, 8, 8, 8, 8, 1, 1, 8, 8};
     /* best_out may be None: the distances alone (no array of n in-edges to allocate). */
     const int want_best = o[11] != Py_None;
-    for (int i = 0; i < (want_best ? N_ARGS : N_ARGS - 1); i++) {
-        if (get(o[i], &bs[i], i >= 10, size[i]) < 0) {
-            release(bs, N_ARGS);
-            return NULL;
-        }
-    }
+    if (get_all(o, bs, want_best ? N_ARGS : N_ARGS - 1, size, 10) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 4, n_lead = bs[3].b.len / 8, m = bs[5].b.len / 8;
     if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[4].b.len / 8 != n_lead ||
         bs[10].b.len / 8 != n || (want_best && bs[11].b.len / 8 != n) || bs[6].b.len / 8 != m ||
@@ -142,12 +149,7 @@ static PyObject *backtrack(PyObject *self, PyObject *args) {
     buf bs[4] = {{0}};
     if (!PyArg_ParseTuple(args, "OOOnO", &o[0], &o[1], &o[2], &end, &o[3])) return NULL;
     static const Py_ssize_t bsize[4] = {8, 4, 8, 8};
-    for (int i = 0; i < 4; i++) {
-        if (get(o[i], &bs[i], i == 3, bsize[i]) < 0) {
-            release(bs, 4);
-            return NULL;
-        }
-    }
+    if (get_all(o, bs, 4, bsize, 3) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 8, m = bs[2].b.len / 8;
     if (bs[1].b.len / 4 != n || bs[3].b.len / 8 != n || end < 0 || end >= n) {
         release(bs, 4);
@@ -199,12 +201,7 @@ static PyObject *sub_forest(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
         return NULL;
     static const Py_ssize_t bsize[7] = {8, 1, 8, 8, 8, 8, 8};
-    for (int i = 0; i < 7; i++) {
-        if (get(o[i], &bs[i], i >= 5, bsize[i]) < 0) {
-            release(bs, 7);
-            return NULL;
-        }
-    }
+    if (get_all(o, bs, 7, bsize, 5) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 8, k = bs[2].b.len / 8;
     if (bs[1].b.len != n || bs[3].b.len / 8 != k || bs[4].b.len / 8 != k ||
         bs[5].b.len / 8 != k || bs[6].b.len / 8 != k) {
@@ -276,12 +273,8 @@ static PyObject *chain_pred(PyObject *self, PyObject *args) {
     PyObject *o[2];
     buf bs[2] = {{0}};
     if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
-    for (int i = 0; i < 2; i++) {
-        if (get(o[i], &bs[i], i == 1, 4) < 0) {
-            release(bs, 2);
-            return NULL;
-        }
-    }
+    static const Py_ssize_t bsize[2] = {4, 4};
+    if (get_all(o, bs, 2, bsize, 1) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 4;
     if (bs[1].b.len / 4 != n) {
         release(bs, 2);

@@ -499,9 +499,9 @@ class _Growing:
     def reserve(self, rows: int) -> None:
         """Room for `rows` rows; a projection the system will not map is left to `append`."""
         self.room = max(self.room, rows)
-        if self.same is None and self.n == 0:
-            return  # the first piece decides whether a buffer is needed at all
-        if self.same is None and rows > self.buf.shape[0]:
+        if self.same is not None or self.n == 0:
+            return  # one value so far, or no piece yet to decide whether a buffer is needed
+        if rows > self.buf.shape[0]:
             with contextlib.suppress(MemoryError, ValueError):  # ValueError: too big to map
                 self._resize(rows)
 
