@@ -137,8 +137,8 @@ class PathEdges:
             to the next activity on their stream).
     """
 
-    src_row: I64
-    dst_row: I64
+    src_row: Ints
+    dst_row: Ints
     src_start: Bools
     dst_start: Bools
     edge_type: I8
@@ -348,19 +348,26 @@ def critical_path(
 
     step_paths = Beside(jobs, _step_lengths, trace, tree, g, analysis)
     has_chain = g.chain_type != NO_EDGE
-    dist, nodes, chain_dst, cross = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
-    edges, parts, ops, modules = _path_edges(trace, tree, g, chain_dst, cross, part, int(nodes[0]))
-    breakdown = np.bincount(parts, weights=edges.weight_ns, minlength=len(BREAKDOWN_KEYS))
+    dist, nodes, how = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
+    del has_chain
     length = int(dist.max())
+    del dist  # node-sized arrays go as soon as used: the step paths may yet run (one thread)
+    rows = _rows_of(len(trace), g.event_row[g.node_event[nodes]])
+    edges, parts, ops, modules = _path_edges(trace, tree, g, nodes, how, part)
+    del nodes, how, part
+    breakdown = np.bincount(parts, weights=edges.weight_ns, minlength=len(BREAKDOWN_KEYS))
     breakdown_ns = {k: int(v) for k, v in zip(BREAKDOWN_KEYS, breakdown.tolist(), strict=True)}
     assert sum(breakdown_ns.values()) == length, (breakdown_ns, length)
+    top_ops = _top_ops(trace, ops, edges.weight_ns)
+    top_modules = _top_modules(tree, modules, edges.weight_ns)
+    del parts, ops, modules
     return CriticalPath(
         length_ns=length,
         breakdown_ns=breakdown_ns,
-        top_ops=_top_ops(trace, ops, edges.weight_ns),
-        top_modules=_top_modules(tree, modules, edges.weight_ns),
+        top_ops=top_ops,
+        top_modules=top_modules,
         steps=step_paths.result(),
-        rows=_rows_of(len(trace), g.node_row[nodes]),
+        rows=rows,
         edges=edges,
         graph=g,
         warnings=warnings,
@@ -380,10 +387,12 @@ def _no_edges() -> PathEdges:
     return PathEdges(i64, i64, b, b, np.zeros(0, np.int8), i64, np.zeros(0, np.int8), i64)
 
 
-def _edge_parts(trace: Trace, g: DependencyGraph, classes: KernelClasses | None) -> I64:
+def _edge_parts(
+    trace: Trace, g: DependencyGraph, classes: KernelClasses | None
+) -> npt.NDArray[np.int8]:
     """Breakdown part of each node's event as a GPU activity (by its class and kind)."""
     rows = g.node_row
-    part = np.full(rows.shape[0], _COMPUTE_B, dtype=np.int64)
+    part = np.full(rows.shape[0], _COMPUTE_B, dtype=np.int8)
     kind = trace.kind[rows]
     part[(kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET)] = _MEMORY_B
     if classes is not None and len(classes):
@@ -455,14 +464,19 @@ def _lengths(
     return _longest(g, chain_ok, edge_ok, chain_w, edge_w, lead)[0]
 
 
-def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64, I64, I64]:
-    """Distances, and the longest path's nodes, chain-edge destinations and cross edges.
+def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64, I64]:
+    """Distances, the longest path's nodes and how the path enters each.
 
-    The cross edges are indices into the graph's edge arrays, in path order.
+    The nodes ascend (the graph's topological order); how: `-1` (the path starts there),
+    `-2` (its chain edge) or the index of the cross edge (into the graph's edge arrays).
     """
     if not _use_c():
         dist, origin, best = _longest(g, chain_ok, edge_ok)
-        return (dist, *_backtrack(g, dist, origin, best))
+        nodes, chain_in, cross = _backtrack(g, dist, origin, best)
+        how = np.full(nodes.shape[0], -1, dtype=np.int64)
+        how[np.searchsorted(nodes, chain_in)] = -2
+        how[np.searchsorted(nodes, g.edge_dst[cross])] = cross
+        return dist, nodes, how
     dist, in_edge = _distances(g, chain_ok, edge_ok)
     assert in_edge is not None  # asked for
     best = in_edge
@@ -475,8 +489,7 @@ def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64
         out,
     )
     nodes = out[:count][::-1].copy()
-    how = best[nodes]
-    return dist, nodes, nodes[how == -2], how[how >= 0]
+    return dist, nodes, best[nodes]
 
 
 def _longest(
@@ -645,12 +658,14 @@ def _path_edges(
     trace: Trace,
     tree: LaunchTree,
     g: DependencyGraph,
-    chain_dst: I64,
-    cross: I64,
-    gpu_part: I64,
-    first: int,
-) -> tuple[PathEdges, I64, I64, I64]:
+    nodes: I64,
+    how: I64,
+    gpu_part: npt.NDArray[np.int8],
+) -> tuple[PathEdges, npt.NDArray[np.int8], I64, npt.NDArray[np.int32]]:
     """The path's edges in time order, their breakdown parts, op rows and modules.
+
+    `nodes` and `how` are `_path`'s: each node but the first is entered by one edge, and the
+    nodes ascend, so the edges come in order of their destination without a sort.
 
     The module of a GPU edge (the activity's time, its gap, its launch delay) is the launch
     tree's innermost module path of the activity, `NO_ID` elsewhere.
@@ -658,48 +673,60 @@ def _path_edges(
     A path that begins with host time before its first node (`DependencyGraph.lead_ns`)
     begins with a `dependency` edge from that node to itself, of that weight.
     """
-    c_src = g.chain_pred[chain_dst]
-    k = np.flatnonzero(g.lead_nodes == first)  # the lead of the path's first node, if any
-    lead = g.lead_nodes[k]
-    src = np.concatenate([lead, c_src, g.edge_src[cross]])
-    dst = np.concatenate([lead, chain_dst, g.edge_dst[cross]])
-    etype = np.concatenate(
-        [np.full(lead.shape[0], DEPENDENCY), g.chain_type[chain_dst], g.edge_type[cross]]
-    ).astype(np.int8)
-    weight = np.concatenate([g.lead_ns[k], g.chain_weight_ns[chain_dst], g.edge_weight_ns[cross]])
-    order = np.lexsort((src, dst))
-    src, dst, etype, weight = src[order], dst[order], etype[order], weight[order]
-    parts = _PART[etype]
-    is_gpu = etype == GPU
+    k = np.flatnonzero(g.lead_nodes == nodes[0])  # the lead of the path's first node, if any
+    lead = k.shape[0] > 0
+    if not lead:
+        nodes, how = nodes[1:], how[1:]
+    # Node-sized arrays (millions of entries) are made once each and freed when used.
+    dst = nodes.astype(np.int32)
+    src, etype, weight = g.chain_pred[dst], g.chain_type[dst], g.chain_weight_ns[dst]
+    cross = np.flatnonzero(how >= 0)
+    if cross.shape[0]:
+        e = how[cross]
+        src[cross], etype[cross], weight[cross] = g.edge_src[e], g.edge_type[e], g.edge_weight_ns[e]
+        del e
+    begin = np.flatnonzero(how == -1)  # where the path starts: the lead's edge, if any
+    del how, cross
+    src[begin], etype[begin] = dst[begin], DEPENDENCY
+    if lead:
+        weight[0] = g.lead_ns[k[0]]
+    parts = _PART[etype].astype(np.int8)
+    is_gpu = np.flatnonzero(etype == GPU)
     parts[is_gpu] = gpu_part[dst[is_gpu]]
-
-    # Which op each edge's time belongs to.
-    ev_src, ev_dst = g.node_event[src], g.node_event[dst]
-    host_edge = (etype == HOST) | (etype == DEPENDENCY) | (etype == BLOCKING)
+    del is_gpu
     start_src, start_dst = g.node_start[src], g.node_start[dst]
+
+    # Which op each edge's time belongs to: a host edge's, that of the event it is inside.
+    h = np.flatnonzero((etype == HOST) | (etype == DEPENDENCY) | (etype == BLOCKING))
+    ev_src = g.node_event[src[h]]
     parent_src = g.event_parent[ev_src]
     attributed = np.where(
-        start_src,
+        start_src[h],
         ev_src,
-        np.where(~start_dst, ev_dst, np.where(parent_src >= 0, parent_src, ev_src)),
+        np.where(
+            ~start_dst[h], g.node_event[dst[h]], np.where(parent_src >= 0, parent_src, ev_src)
+        ),
     )
+    del ev_src, parent_src
     op_row = np.full(src.shape[0], NO_ID, dtype=np.int64)
-    h = np.flatnonzero(host_edge)
-    op_row[h] = g.event_row[_enclosing_op(trace, g, attributed[h])]
+    op_row[h] = g.event_row[_enclosing_op(trace, g, attributed)]
+    del attributed, h
     # Host work between ops (or before the first): the annotation or Python frame it ran in.
-    span = np.where(etype == DEPENDENCY, g.chain_span_row[dst], NO_ID)
-    if lead.shape[0]:
-        span[(src == dst) & (etype == DEPENDENCY)] = g.lead_span_row[k[0]]
-    op_row = np.where(span >= 0, span, op_row)
-    gpu_edge = ~host_edge & ((etype == GPU) | (etype == KERNEL_GAP) | (etype == LAUNCH_DELAY))
-    k = np.flatnonzero(gpu_edge)
+    dep = np.flatnonzero(etype == DEPENDENCY)
+    span = g.chain_span_row[dst[dep]]
+    if lead:
+        span[0] = g.lead_span_row[k[0]]  # the lead's edge: the first, a dependency edge
+    op_row[dep[span >= 0]] = span[span >= 0]
+    del dep, span
+    k = np.flatnonzero((etype == GPU) | (etype == KERNEL_GAP) | (etype == LAUNCH_DELAY))
     krow = g.node_row[dst[k]]
     at = np.minimum(np.searchsorted(tree.row, krow), max(len(tree) - 1, 0))
     inner = tree.inner_op[at] if len(tree) else np.full(k.shape[0], NO_ID, dtype=np.int64)
     op_row[k] = np.where((tree.row[at] == krow) & (inner >= 0), inner, krow) if len(tree) else krow
-    module = np.full(src.shape[0], NO_ID, dtype=np.int64)
+    module = np.full(src.shape[0], NO_ID, dtype=np.int32)
     if len(tree):
         module[k] = np.where(tree.row[at] == krow, tree.module[at], NO_ID)
+    del k, krow, at, inner
     edges = PathEdges(
         src_row=g.node_row[src],
         dst_row=g.node_row[dst],
@@ -707,7 +734,7 @@ def _path_edges(
         dst_start=start_dst,
         edge_type=etype,
         weight_ns=weight,
-        part=parts.astype(np.int8),
+        part=parts,
         src_ns=g.node_ns[src],
     )
     return edges, parts, op_row, module
@@ -751,7 +778,7 @@ def _top_ops(trace: Trace, op_row: I64, weight: I64) -> list[tuple[str, int]]:
     return sorted(totals.items(), key=lambda p: (-p[1], p[0]))
 
 
-def _top_modules(tree: LaunchTree, module: I64, weight: I64) -> list[tuple[str, int]]:
+def _top_modules(tree: LaunchTree, module: Ints, weight: I64) -> list[tuple[str, int]]:
     """(module path, GPU-side time on the path) of the edges' modules, largest first."""
     keep = (module >= 0) & (weight > 0)
     if not keep.any():
