@@ -743,6 +743,7 @@ def build_graph(
         gpu_ev = last_queued(np.full(b_ev.shape[0], s, dtype=np.int64), ts[ev_row[b_ev]])
         add(node_of(gpu_ev, end_node), end_node[b_ev], SYNC)
     blocking |= covered
+    del covered, ev_of_row, pos, start_node, end_node, is_host, in_window
     # A synchronize call waits for the GPU even where the work it waited for lies before the
     # window (the sync that opens a step): its wait is no host work either.
     waits_by_name = trace.name_mask(lambda n: "Synchronize" in n)[trace.name_id[host]]
@@ -751,24 +752,29 @@ def build_graph(
     # Chain edge types.
     host_v = has & is_host_node
     dep = host_v & ~node_start[u] & root[ev_u] & node_start & root[ev_v]
+    del ev_u
     blk = host_v & ~node_start & blocking[ev_v]
     ctype[host_v] = HOST
     ctype[dep] = DEPENDENCY
     ctype[blk] = BLOCKING
+    del host_v, dep, blk
     gpu_v = has & ~is_host_node
     ctype[gpu_v & ~node_start] = GPU
     gap = gpu_v & node_start
+    del gpu_v, has
     gap_cut = np.zeros(2 * n_ev, dtype=np.bool_)
     if n_gpu:  # a window of host events alone has no stream to cut
         gap_nodes = np.flatnonzero(gap)  # GPU start nodes: their events are activities
         gap_cut[gap_nodes] = empty_queue[ev_v[gap_nodes] - n_host]
     ctype[gap & ~gap_cut] = KERNEL_GAP
+    del gap, gap_cut
     # Between top-level events the thread is idle, unless it is inside an annotation or a
     # Python frame (the training loop's own code, a DataLoader's __next__): that gap is host
     # work, and the span it lies in names it.
     span_row = np.full(2 * n_ev, NO_ID, dtype=np.int32)
     dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
     firsts = np.flatnonzero((pred < 0) & is_host_node).astype(np.int64)
+    del is_host_node
     spans = (
         _HostSpans.of(trace, tree)
         if between_ops and (dep_nodes.shape[0] or firsts.shape[0])
@@ -786,6 +792,7 @@ def build_graph(
         span_row[dep_nodes] = np.where(covered > 0, span_of, NO_ID)
     else:
         weight[dep_nodes] = 0
+    del dep_nodes, u
     weight[(ctype == BLOCKING) | (ctype == NO_EDGE)] = 0
     # The host's work before its first event in the window (a DataLoader's __next__ that
     # opened the step, the loop's code) lies in no edge: it leads into the thread's first

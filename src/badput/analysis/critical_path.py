@@ -121,6 +121,8 @@ _COMM_CATEGORY = CATEGORIES.index("communication")
 _BLOCK_NODES = 1 << 17
 _BLOCK_HOPS = 8
 _MAX_ROUNDS = 4 * _BLOCK_HOPS + 8
+#: Nodes per block of a what-if's span time (`_span_time`): bounds its temporaries.
+_SPAN_BLOCK_NODES = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -805,18 +807,21 @@ def _step_lengths(
     start, end = start[order], end[order]
     # A host event belongs to the step it starts in; a GPU activity to its launch call's.
     at_ns = trace.ts_ns[g.event_row]
-    gpu = np.arange(g.event_row.shape[0]) >= g.n_host
-    if len(tree):
-        rows = g.event_row[gpu]
+    if len(tree):  # GPU activities: the events after the host's
+        rows = g.event_row[g.n_host :]
         at = np.minimum(np.searchsorted(tree.row, rows), len(tree) - 1)
         launch = np.where(tree.row[at] == rows, tree.launch_row[at], NO_ID)
-        at_ns[gpu] = np.where(launch >= 0, trace.ts_ns[np.maximum(launch, 0)], at_ns[gpu])
+        gpu_ns = at_ns[g.n_host :]
+        gpu_ns[launch >= 0] = trace.ts_ns[launch[launch >= 0]]
+        del rows, at, launch, gpu_ns
     k = np.searchsorted(start, at_ns, side="right") - 1
     # int32: a step index per node (millions of nodes, thousands of steps).
     owner = np.where((k >= 0) & (at_ns < end[np.maximum(k, 0)]), k, NO_ID).astype(np.int32)
+    del at_ns, k
     node_owner = owner[g.node_event]
-    pred = np.maximum(g.chain_pred, 0)
-    chain_ok = (g.chain_type != NO_EDGE) & (node_owner == node_owner[pred]) & (node_owner >= 0)
+    del owner
+    chain_ok = node_owner[np.maximum(g.chain_pred, 0)] == node_owner
+    chain_ok &= (g.chain_type != NO_EDGE) & (node_owner >= 0)
     edge_ok = (node_owner[g.edge_src] == node_owner[g.edge_dst]) & (node_owner[g.edge_dst] >= 0)
     dist = _lengths(g, chain_ok, edge_ok)
     length = np.zeros(len(steps), dtype=np.int64)
@@ -932,14 +937,18 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
 def _shrunk(change: GraphChange, inside: I64, w: I64) -> I64:
     """New weights of host edges of weight `w`, `inside` of them within the change's spans.
 
-    The part inside scales by `host_scale` (with `all_host`: the part outside them).
+    `w` is the caller's copy: it is overwritten. The part inside scales by `host_scale` (with `all_host`: the part outside them).
     """
     inside = np.clip(inside, 0, w)
-    moved, kept = (w - inside, inside) if change.all_host else (inside, w - inside)
+    if change.all_host:
+        moved, kept = np.subtract(w, inside, out=w), inside  # `w` is the caller's copy
+    else:
+        moved, kept = inside, np.subtract(w, inside, out=w)
     if change.host_scale == 0:
         return kept
-    out: I64 = kept + np.round(moved * change.host_scale).astype(np.int64)
-    return out
+    scaled = np.multiply(moved, change.host_scale)  # float64, rounded in place
+    kept += np.round(scaled, out=scaled).astype(np.int64)
+    return kept
 
 
 def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
@@ -956,10 +965,13 @@ def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
     rows = np.asarray(rows, dtype=np.int64)
     if rows.shape[0] == 0 or len(g) == 0:
         return at_node, at_start
-    # A host chain is a thread: one of its events stands for its (pid, tid).
-    host_nodes = np.flatnonzero(g.node_event < g.n_host)
+    # A host chain is a thread: one of its events stands for its (pid, tid). Each chain's
+    # first node is at its first event's start (the host events come first, by thread).
+    is_host = g.node_event < g.n_host
+    firsts = np.flatnonzero(is_host & (g.chain_pred < 0))
+    del is_host
     chain_row = np.full(n_chains, NO_ID, dtype=np.int64)
-    chain_row[g.node_chain[host_nodes]] = g.node_row[host_nodes]
+    chain_row[g.node_chain[firsts]] = g.node_row[firsts]
     host_chains = np.flatnonzero(chain_row >= 0)
     reps = chain_row[host_chains]
     keys = dense_pairs(
@@ -974,8 +986,14 @@ def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
         return at_node, at_start
     span_start = trace.ts_ns[rows[on]]
     starts, ends = _merged(span_chain[on], span_start, span_start + trace.dur_ns[rows[on]])
-    nodes = host_nodes[np.isin(g.node_chain[host_nodes], starts[0])]
-    at_node[nodes] = _coverage(starts, ends, g.node_chain[nodes], g.node_ns[nodes])
+    with_spans = np.zeros(n_chains, dtype=np.bool_)
+    with_spans[starts[0]] = True
+    # Millions of host nodes: a block of them at a time (the memory of a what-if is its graph's).
+    for a in range(0, len(g), _SPAN_BLOCK_NODES):
+        b = min(a + _SPAN_BLOCK_NODES, len(g))
+        chain = g.node_chain[a:b]
+        nodes = np.flatnonzero((g.node_event[a:b] < g.n_host) & with_spans[chain])
+        at_node[a + nodes] = _coverage(starts, ends, chain[nodes], g.node_ns[a + nodes])
     start = np.full(host_chains.shape[0], g.start_ns, dtype=np.int64)
     at_start[host_chains] = _coverage(starts, ends, host_chains, start)
     return at_node, at_start
