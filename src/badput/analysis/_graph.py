@@ -82,18 +82,16 @@ class DependencyGraph:
     """Nodes (event starts and ends) and edges of one window, in topological node order.
 
     Attributes:
-        node_row: the Trace row of each node's event (int32, like the other node indices).
         node_event: index into the events (`event_row`) of each node's event.
         node_start: True for an event's start node, False for its end node.
         node_ns: the node's time (GPU ends clipped where activities overlap on a stream).
-        node_chain: chain of each node (host threads first, then streams).
         chain_pred: the previous node on the node's chain, `NO_ID` at a chain's first node.
         chain_type: type of the chain edge from `chain_pred`, `NO_EDGE` where there is none.
         chain_weight_ns: its weight (0 without one).
-        chain_span_row: for a `dependency` edge that annotations or Python frames on its
-            thread cover (host work between ops), the Trace row of the innermost span at its
-            end (else at its start); `NO_ID` elsewhere. Those edges weigh the covered time;
-            other dependency edges weigh 0.
+        span_nodes, span_rows: the `dependency` edges that annotations or Python frames on
+            their thread cover (host work between ops): their nodes (ascending) and the Trace
+            row of the innermost span at each one's end (else at its start). Those edges
+            weigh the covered time; other dependency edges weigh 0 (`span_rows_of`).
         lead_nodes: host threads' first nodes (ascending) that annotations and Python
             frames cover time before, from the window's start (the host's work before its
             first event, such as the DataLoader call that opens the step).
@@ -102,21 +100,24 @@ class DependencyGraph:
         start_ns: the window's start (host side).
         edge_src, edge_dst, edge_type, edge_weight_ns: the cross edges, by destination.
         event_row: the Trace row of each event (host events in open order, then GPU).
+        event_chain: the chain of each event (host threads first, then streams).
         event_parent: index into the events of each host event's parent, `NO_ID` at a root
             (and for GPU activities).
         n_host: number of host events (the first `n_host` events).
         warnings: what the trace lacked for a complete graph.
+
+    Millions of nodes: what a node's event tells (its row, its chain) is looked up through
+    `node_event` (`rows_of`, `chains_of`), not held per node.
     """
 
-    node_row: I32
     node_event: I32
     node_start: Bools
     node_ns: I64
-    node_chain: I32
     chain_pred: I32
     chain_type: I8
     chain_weight_ns: I64
-    chain_span_row: I32
+    span_nodes: I32
+    span_rows: I32
     lead_nodes: I64
     lead_ns: I64
     lead_span_row: I64
@@ -125,14 +126,45 @@ class DependencyGraph:
     edge_dst: I64
     edge_type: I8
     edge_weight_ns: I64
-    event_row: I64
+    event_row: I32
+    event_chain: I32
     event_parent: I32
     n_host: int
     warnings: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         """Number of nodes."""
-        return int(self.node_row.shape[0])
+        return int(self.node_event.shape[0])
+
+    def rows_of(self, nodes: Ints) -> I32:
+        """The Trace row of each node's event."""
+        rows: I32 = self.event_row[self.node_event[nodes]]
+        return rows
+
+    def chains_of(self, nodes: Ints) -> I32:
+        """The chain of each node (host threads first, then streams)."""
+        chains: I32 = self.event_chain[self.node_event[nodes]]
+        return chains
+
+    def span_rows_of(self, nodes: Ints) -> I32:
+        """Per node, the span row of its chain edge (see `span_nodes`), `NO_ID` where none."""
+        out = np.full(np.shape(nodes), NO_ID, dtype=np.int32)
+        if self.span_nodes.shape[0] == 0:
+            return out
+        at = np.minimum(np.searchsorted(self.span_nodes, nodes), self.span_nodes.shape[0] - 1)
+        hit = self.span_nodes[at] == nodes
+        out[hit] = self.span_rows[at[hit]]
+        return out
+
+    @property
+    def node_row(self) -> I32:
+        """The Trace row of every node's event (made on each call: node-sized)."""
+        return self.rows_of(slice(None))  # type: ignore[arg-type]
+
+    @property
+    def node_chain(self) -> I32:
+        """The chain of every node (made on each call: node-sized)."""
+        return self.chains_of(slice(None))  # type: ignore[arg-type]
 
     def all_edges(self) -> tuple[I64, I64, I8, I64]:
         """(src node, dst node, type, weight_ns) of every edge, chain edges first."""
@@ -546,9 +578,9 @@ def build_graph(
     depth32 = depth.astype(np.int32)
     zeros32 = np.zeros(n_gpu, np.int32)
     sub = np.concatenate([depth32, zeros32, -depth32, zeros32])
-    chain32 = ev_chain.astype(np.int32)
-    chain = np.concatenate([chain32, chain32])
-    del depth, depth32, zeros32, chain32, ev_chain
+    event_chain = ev_chain.astype(np.int32)
+    chain = np.concatenate([event_chain, event_chain])
+    del depth, depth32, zeros32, ev_chain
     topo = _topological_order(t, cls, sub, chain)
     del cls, sub
     pos = np.empty(2 * n_ev, dtype=np.int32)
@@ -561,6 +593,7 @@ def build_graph(
 
     # Chain edges: consecutive nodes of a chain.
     pred = _chain_pred(node_chain)
+    del node_chain
     has = pred >= 0
     u = np.maximum(pred, 0)
     ev_v, ev_u = node_event, node_event[u]
@@ -771,7 +804,7 @@ def build_graph(
     # Between top-level events the thread is idle, unless it is inside an annotation or a
     # Python frame (the training loop's own code, a DataLoader's __next__): that gap is host
     # work, and the span it lies in names it.
-    span_row = np.full(2 * n_ev, NO_ID, dtype=np.int32)
+    span_nodes, span_rows = np.zeros(0, np.int32), np.zeros(0, np.int32)
     dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
     firsts = np.flatnonzero((pred < 0) & is_host_node).astype(np.int64)
     del is_host_node
@@ -789,7 +822,10 @@ def build_graph(
             node_ns[dep_nodes],
         )
         weight[dep_nodes] = covered
-        span_row[dep_nodes] = np.where(covered > 0, span_of, NO_ID)
+        with_span = (covered > 0) & (span_of >= 0)
+        span_nodes = dep_nodes[with_span].astype(np.int32)
+        span_rows = span_of[with_span].astype(np.int32)
+        del with_span
     else:
         weight[dep_nodes] = 0
     del dep_nodes, u
@@ -827,15 +863,14 @@ def build_graph(
     e_src, e_dst, e_type, e_w = e_src[fwd], e_dst[fwd], e_type[fwd], e_w[fwd]
     by_dst = np.argsort(e_dst, kind="stable")
     return DependencyGraph(
-        node_row=ev_row.astype(np.int32)[node_event],
         node_event=node_event,
         node_start=node_start,
         node_ns=node_ns,
-        node_chain=node_chain,
         chain_pred=pred,
         chain_type=ctype,
         chain_weight_ns=np.maximum(weight, 0, out=weight),
-        chain_span_row=span_row,
+        span_nodes=span_nodes,
+        span_rows=span_rows,
         lead_nodes=firsts,
         lead_ns=lead,
         lead_span_row=lead_span,
@@ -844,7 +879,8 @@ def build_graph(
         edge_dst=e_dst[by_dst].astype(np.int64),
         edge_type=e_type[by_dst].astype(np.int8),
         edge_weight_ns=np.maximum(e_w[by_dst], 0),
-        event_row=ev_row,
+        event_row=ev_row.astype(np.int32),
+        event_chain=event_chain,
         event_parent=parent_ev,
         n_host=n_host,
         warnings=warnings,

@@ -531,6 +531,7 @@ def _longest(
     prefer[dst[g.edge_type[e_idx] == EVENT_WAIT]] = True
     bounds = np.append(cuts, n)
     dst_lo = np.searchsorted(dst, bounds)
+    node_chain = g.node_chain
     for a, b, lo, hi in zip(
         bounds[:-1].tolist(),
         bounds[1:].tolist(),
@@ -541,7 +542,7 @@ def _longest(
         _solve_block(
             a,
             b,
-            g.node_chain,
+            node_chain,
             pred,
             chain_ok,
             w_chain,
@@ -715,13 +716,13 @@ def _path_edges(
     del attributed, h
     # Host work between ops (or before the first): the annotation or Python frame it ran in.
     dep = np.flatnonzero(etype == DEPENDENCY)
-    span = g.chain_span_row[dst[dep]]
+    span = g.span_rows_of(dst[dep])
     if lead:
         span[0] = g.lead_span_row[k[0]]  # the lead's edge: the first, a dependency edge
     op_row[dep[span >= 0]] = span[span >= 0]
     del dep, span
     k = np.flatnonzero((etype == GPU) | (etype == KERNEL_GAP) | (etype == LAUNCH_DELAY))
-    krow = g.node_row[dst[k]]
+    krow = g.rows_of(dst[k])
     at = np.minimum(np.searchsorted(tree.row, krow), max(len(tree) - 1, 0))
     inner = tree.inner_op[at] if len(tree) else np.full(k.shape[0], NO_ID, dtype=np.int64)
     op_row[k] = np.where((tree.row[at] == krow) & (inner >= 0), inner, krow) if len(tree) else krow
@@ -730,8 +731,8 @@ def _path_edges(
         module[k] = np.where(tree.row[at] == krow, tree.module[at], NO_ID)
     del k, krow, at, inner
     edges = PathEdges(
-        src_row=g.node_row[src],
-        dst_row=g.node_row[dst],
+        src_row=g.rows_of(src),
+        dst_row=g.rows_of(dst),
         src_start=start_src,
         dst_start=start_dst,
         edge_type=etype,
@@ -890,14 +891,13 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         # what-if keeps the order too, at no weight (HTA's graph, for measured times, need not).
         gpu_start = g.node_start & (g.node_event >= g.n_host) & (g.chain_pred >= 0)
         base["chain_ok"] = (g.chain_type != NO_EDGE) | gpu_start
-        base["chain_w"] = np.where(g.chain_type != NO_EDGE, g.chain_weight_ns, 0)
         # Node indices, int32 like the graph's own: millions of them, held with the path.
         base["gpu"] = np.flatnonzero(g.chain_type == GPU).astype(np.int32)
         host = (g.chain_type == HOST) | (g.chain_type == DEPENDENCY)
         base["host_edge"] = np.flatnonzero(host).astype(np.int32)
     chain_ok = base["chain_ok"]
     edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
-    chain_w = base["chain_w"].copy()
+    chain_w = g.chain_weight_ns.copy()  # 0 where no chain edge (`build_graph`)
     edge_w = g.edge_weight_ns.copy()
     lead = g.lead_ns.copy()
     if change.gpu_rows.shape[0]:
@@ -907,8 +907,10 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         scale = np.broadcast_to(np.asarray(change.gpu_scale, dtype=np.float64), order.shape)
         scale = scale[order]
         gpu = base["gpu"]
-        at = np.minimum(np.searchsorted(rows, g.node_row[gpu]), rows.shape[0] - 1)
-        hit = rows[at] == g.node_row[gpu]
+        gpu_row = g.rows_of(gpu)
+        at = np.minimum(np.searchsorted(rows, gpu_row), rows.shape[0] - 1)
+        hit = rows[at] == gpu_row
+        del gpu_row
         v = gpu[hit]
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
     host_edge = base["host_edge"]
@@ -919,7 +921,7 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
             cp._spans.clear()  # one set of spans kept: the findings ask for one or two
             at_node, at_start = _span_time(trace, g, spans)
             edges_in = at_node[host_edge] - at_node[g.chain_pred[host_edge]]
-            leads_in = at_node[g.lead_nodes] - at_start[g.node_chain[g.lead_nodes]]
+            leads_in = at_node[g.lead_nodes] - at_start[g.chains_of(g.lead_nodes)]
             cp._spans[key] = (edges_in, leads_in)
         edges_in, leads_in = cp._spans[key]
         chain_w[host_edge] = _shrunk(change, edges_in, chain_w[host_edge])
@@ -937,7 +939,8 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
 def _shrunk(change: GraphChange, inside: I64, w: I64) -> I64:
     """New weights of host edges of weight `w`, `inside` of them within the change's spans.
 
-    `w` is the caller's copy: it is overwritten. The part inside scales by `host_scale` (with `all_host`: the part outside them).
+    `w` is the caller's copy: it is overwritten. The part inside scales by `host_scale`
+    (with `all_host`: the part outside them).
     """
     inside = np.clip(inside, 0, w)
     if change.all_host:
@@ -959,7 +962,7 @@ def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
     traces), which are no events of the graph, and a host edge may run from before a span
     into it; the time of an edge inside the spans is the difference of its nodes' values.
     """
-    n_chains = int(g.node_chain.max()) + 1 if len(g) else 0
+    n_chains = int(g.event_chain.max()) + 1 if len(g) else 0
     at_node = np.zeros(len(g), dtype=np.int64)
     at_start = np.zeros(n_chains, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
@@ -971,7 +974,7 @@ def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
     firsts = np.flatnonzero(is_host & (g.chain_pred < 0))
     del is_host
     chain_row = np.full(n_chains, NO_ID, dtype=np.int64)
-    chain_row[g.node_chain[firsts]] = g.node_row[firsts]
+    chain_row[g.chains_of(firsts)] = g.rows_of(firsts)
     host_chains = np.flatnonzero(chain_row >= 0)
     reps = chain_row[host_chains]
     keys = dense_pairs(
@@ -991,7 +994,7 @@ def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
     # Millions of host nodes: a block of them at a time (the memory of a what-if is its graph's).
     for a in range(0, len(g), _SPAN_BLOCK_NODES):
         b = min(a + _SPAN_BLOCK_NODES, len(g))
-        chain = g.node_chain[a:b]
+        chain = g.event_chain[g.node_event[a:b]]
         nodes = np.flatnonzero((g.node_event[a:b] < g.n_host) & with_spans[chain])
         at_node[a + nodes] = _coverage(starts, ends, chain[nodes], g.node_ns[a + nodes])
     start = np.full(host_chains.shape[0], g.start_ns, dtype=np.int64)
