@@ -46,3 +46,23 @@ def test_a_command_keeps_large_arrays_in_the_heap() -> None:
 
 def test_trim_runs_or_says_it_cannot() -> None:
     assert give_back_free_memory() is GLIBC
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's mallopt and malloc_trim only")
+def test_a_command_asks_no_huge_pages_and_does_not_trim() -> None:
+    # In a fresh process: numpy's huge-page advice, switched on, is off once the process keeps
+    # its freed memory (the switch returns its previous value), and the trim after a read
+    # does nothing there (the analyses reuse the read's freed pages).
+    code = (
+        "import numpy as np\n"
+        "from numpy._core.multiarray import _set_madvise_hugepage as switch\n"
+        "from badput._memory import give_back_free_memory, keep_freed_memory\n"
+        "switch(True)\n"
+        "trimmed = give_back_free_memory()\n"
+        "assert keep_freed_memory()\n"
+        "print(trimmed, switch(True), give_back_free_memory())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["True", "False", "False"], out

@@ -9,8 +9,15 @@ one afresh (past its mmap threshold, 32 MB at most) and unmaps it when freed, so
 array is written into new pages
 that the kernel must first zero: on a virtual machine that is most of the analysis's system
 time. A `badput` command, whose process is its own, keeps them in the heap instead
-(`keep_freed_memory`), so that a freed array's pages serve the next one. Elsewhere (macOS,
-musl, a libc without the calls) both do nothing.
+(`keep_freed_memory`), so that a freed array's pages serve the next one, and it does not trim
+after the read either: the analyses that follow reuse those pages. Elsewhere (macOS, musl, a
+libc without the calls) both do nothing.
+
+A command also asks numpy not to advise huge pages for its arrays: where the kernel compacts
+memory for a huge page on the fault (transparent huge pages with `defrag` at `madvise`, a
+common default), each fresh 2 MB costs more than its 512 small pages. On the 2-core virtual
+machine of benchmarks/results/shapes.md fresh memory took 1.7 ms/MB with the advice and
+0.34 ms/MB without it.
 """
 
 from __future__ import annotations
@@ -18,10 +25,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import importlib
 import sys
 from collections.abc import Callable
 
 __all__ = ["give_back_free_memory", "keep_freed_memory"]
+
+_KEPT: list[bool] = []  # set once `keep_freed_memory` took effect: the process is a command's
 
 # mallopt(3) parameters.
 _M_TRIM_THRESHOLD = -1
@@ -63,16 +73,38 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
+    _no_huge_page_advice()
     try:  # no mmap per large array (the heap serves them), no trim as each is freed
-        return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+        kept = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
     except OSError:
         return False
+    if kept:
+        _KEPT.append(True)
+    return kept
+
+
+def _no_huge_page_advice() -> None:
+    """Ask numpy to advise no huge pages for the arrays it allocates from now on (if it can)."""
+    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2, then 1
+        try:
+            switch = getattr(importlib.import_module(name), "_set_madvise_hugepage", None)
+        except ImportError:
+            continue
+        if callable(switch):
+            try:
+                switch(False)
+            except Exception:
+                return
+            return
 
 
 def give_back_free_memory() -> bool:
-    """Return the heap's free memory to the system; False where the libc cannot."""
+    """Return the heap's free memory to the system; False where the libc cannot.
+
+    Nothing in a process that keeps its freed memory (`keep_freed_memory`).
+    """
     trim = _trim()
-    if trim is None:
+    if trim is None or _KEPT:
         return False
     try:
         trim(0)
