@@ -66,3 +66,16 @@ def test_a_command_asks_no_huge_pages_and_does_not_trim() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["True", "False", "False"], out
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's mallopt and malloc_trim only")
+def test_a_commands_pool_workers_keep_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The workers a command's pool starts are the command's processes: they keep freed memory
+    # as it does; a pool started elsewhere (a library call in a user's process) leaves them.
+    import badput._memory as memory
+    from badput.scale import LocalExecutor
+
+    items = [(), ()]
+    assert list(LocalExecutor(2).map(memory.memory_kept, items)) == [False, False]
+    monkeypatch.setattr(memory, "_KEPT", [True])
+    assert list(LocalExecutor(2).map(memory.memory_kept, items)) == [True, True]

@@ -29,7 +29,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
-__all__ = ["give_back_free_memory", "keep_freed_memory"]
+__all__ = ["give_back_free_memory", "keep_freed_memory", "memory_kept"]
 
 _KEPT: list[bool] = []  # set once `keep_freed_memory` took effect: the process is a command's
 
@@ -81,6 +81,11 @@ def keep_freed_memory() -> bool:
     if kept:
         _KEPT.append(True)
     return kept
+
+
+def memory_kept() -> bool:
+    """Whether this process keeps its freed memory (`keep_freed_memory` took effect)."""
+    return bool(_KEPT)
 
 
 def _no_huge_page_advice() -> None:

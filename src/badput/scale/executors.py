@@ -13,6 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
+from badput._memory import keep_freed_memory, memory_kept
 from badput.errors import BadputError, UsageError
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "RayExecutor"]
@@ -82,7 +83,9 @@ class LocalExecutor:
             context.set_forkserver_preload([fn.__module__])
         results: dict[int, R] = {}
         workers = min(self.jobs, len(items))
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        # Workers of a command are the command's own processes: they keep freed memory too.
+        init = keep_freed_memory if memory_kept() else None
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=init) as pool:
             # One item per task (chunksize 1): ranks differ in size, and a worker holds one
             # trace at a time.
             pending: dict[Future[R], int] = {
