@@ -1,6 +1,7 @@
 /*
  * Longest paths through a dependency graph (badput.analysis.critical_path), in one pass; and
- * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting).
+ * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting), and
+ * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -309,11 +310,54 @@ static PyObject *chain_pred(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* marked_ancestors(parent, mark, near_out, far_out) -> None
+ *
+ * parent is int64 (-1 at a root), mark uint8, the outputs int64. A forest whose every parent
+ * comes before its child (nesting's open order). near_out[v]: the nearest node on the chain
+ * from v (itself included) up to its root whose mark is set, far_out[v]: the farthest; -1
+ * where none is. One pass in node order: each node's answers extend its parent's. */
+static PyObject *marked_ancestors(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    buf bs[4] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    static const Py_ssize_t bsize[4] = {8, 1, 8, 8};
+    if (get_all(o, bs, 4, bsize, 2) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8;
+    if (bs[1].b.len != n || bs[2].b.len / 8 != n || bs[3].b.len / 8 != n) {
+        release(bs, 4);
+        PyErr_SetString(PyExc_ValueError, "marked_ancestors: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int64_t *parent = bs[0].b.buf;
+    const uint8_t *mark = bs[1].b.buf;
+    int64_t *near = bs[2].b.buf, *far = bs[3].b.buf;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v < n; v++) {
+        int64_t p = parent[v];
+        if (p >= v || p < -1) {
+            bad = "marked_ancestors: a parent that does not come before its child";
+            break;
+        }
+        int64_t up_near = p >= 0 ? near[p] : -1, up_far = p >= 0 ? far[p] : -1;
+        near[v] = mark[v] ? (int64_t)v : up_near;
+        far[v] = up_far >= 0 ? up_far : (mark[v] ? (int64_t)v : -1);
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, 4);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
     {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
+    {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},
     {NULL, NULL, 0, NULL},
 };
 
