@@ -12,6 +12,7 @@ well-formed trace goes from a lower to a higher node.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -484,9 +485,10 @@ def build_graph(
     device: int,
     start_ns: int,
     end_ns: int,
-    blocking_rows: I64,
+    blocking_rows: I64 | Callable[[], I64],
     waits: EventWaits | None,
     between_ops: bool = True,
+    spans_of: Callable[[], _HostSpans | None] | None = None,
 ) -> DependencyGraph:
     """The dependency graph of `device` over host events starting in `[start_ns, end_ns]`.
 
@@ -498,11 +500,14 @@ def build_graph(
             HTA clips), and the GPU activities they launched (activities without a launch
             call: those that start in the window).
         end_ns: window end (inclusive).
-        blocking_rows: host calls that waited for this GPU (`analysis.blocking`).
+        blocking_rows: host calls that waited for this GPU (`analysis.blocking`), or a call
+            that gives them when asked (found on a helper thread while the nodes are built).
         waits: the record each wait waited on; the trace's own (`Trace.sync_waits`) if None.
         between_ops: host time between top-level events inside an annotation or Python frame
             weighs its gap (the training loop's own work); False: every dependency edge
             weighs 0, as HTA's graph has it.
+        spans_of: gives the trace's annotations and Python frames (`_HostSpans.of`) when
+            asked, as `blocking_rows` may; None finds them here.
     """
     warnings: list[str] = []
     if waits is None:
@@ -768,6 +773,8 @@ def build_graph(
 
     # Blocking calls no cuda_sync row names: they waited for the last activity queued on
     # each stream before them (a blocking copy: its own copy among them).
+    if callable(blocking_rows):
+        blocking_rows = blocking_rows()
     b_ev = ev_of_row[blocking_rows[(blocking_rows >= 0) & (blocking_rows < len(trace))]]
     b_ev = b_ev[b_ev >= 0]
     blocking[b_ev] = True
@@ -809,7 +816,7 @@ def build_graph(
     firsts = np.flatnonzero((pred < 0) & is_host_node).astype(np.int64)
     del is_host_node
     spans = (
-        _HostSpans.of(trace, tree)
+        (spans_of() if spans_of is not None else _HostSpans.of(trace, tree))
         if between_ops and (dep_nodes.shape[0] or firsts.shape[0])
         else None
     )

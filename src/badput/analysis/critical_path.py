@@ -36,6 +36,7 @@ after a finding's fix given as shrunk edges (`GraphChange`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,7 @@ from badput.analysis._graph import (
     EventWaits,
     Ints,
     _coverage,
+    _HostSpans,
     _merged,
     build_graph,
 )
@@ -211,7 +213,8 @@ def dependency_graph(
     window: tuple[int, int] | None = None,
     waits: EventWaits | None = None,
     between_ops: bool = True,
-    blocking: BlockingCalls | None = None,
+    blocking: BlockingCalls | Callable[[], BlockingCalls | None] | None = None,
+    jobs: int = 1,
 ) -> DependencyGraph:
     """The dependency graph of one GPU's window (see the module docstring for its edges).
 
@@ -223,7 +226,10 @@ def dependency_graph(
         waits: the record each event wait waited on; the trace's own (`Trace.sync_waits`)
             if None.
         between_ops: see `critical_path`.
-        blocking: the analysis's blocking calls (`blocking_calls`), if already found.
+        blocking: the analysis's blocking calls (`blocking_calls`) if already found, or a
+            call that gives them when asked (being found on a helper thread).
+        jobs: with 2 or more, the blocking calls (when not given) and the host's spans are
+            found on helper threads while the graph's nodes are built (the same graph).
     """
     if tree is None:
         tree = analysis.timeline.tree if analysis.timeline is not None else None
@@ -243,14 +249,43 @@ def dependency_graph(
             w0, w1 = min(w0, int(spans[0].min())), min(w1, int(spans[1].max()))
     else:
         w0, w1 = window
-    if blocking is None:
-        blocking = _blocking_of(trace, analysis)
-    rows = blocking.rows.astype(np.int64) if blocking is not None else np.zeros(0, np.int64)
-    return build_graph(trace, tree, analysis.device, w0, w1, rows, waits, between_ops)
+    if not callable(blocking):
+        known = blocking
+        blocking = Beside(jobs, _blocking_of, trace, analysis, known).result
+    found = blocking
+
+    def blocking_rows() -> I64:
+        return _rows_of_calls(found())
+
+    host_spans = Beside(jobs, _HostSpans.of, trace, tree) if jobs > 1 and between_ops else None
+    return build_graph(
+        trace,
+        tree,
+        analysis.device,
+        w0,
+        w1,
+        # One thread: found before the nodes are built (and their memory held).
+        blocking_rows if jobs > 1 else blocking_rows(),
+        waits,
+        between_ops,
+        host_spans.result if host_spans is not None else None,
+    )
 
 
-def _blocking_of(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls | None:
-    """The analysis's blocking calls; None without a timeline or a window to find them in."""
+def _rows_of_calls(blocking: BlockingCalls | None) -> I64:
+    """The Trace rows of the blocking calls (none without them)."""
+    return blocking.rows.astype(np.int64) if blocking is not None else np.zeros(0, np.int64)
+
+
+def _blocking_of(
+    trace: Trace, analysis: DeviceAnalysis, known: BlockingCalls | None = None
+) -> BlockingCalls | None:
+    """The analysis's blocking calls (`known` where given).
+
+    None without a timeline or a window to find them in.
+    """
+    if known is not None:
+        return known
     if analysis.timeline is None or analysis.window_ns <= 0:
         return None
     return blocking_calls(trace, analysis)
@@ -301,7 +336,8 @@ def critical_path(
             (the training loop's own code) is host work on the path; False gives HTA's graph,
             where every gap between top-level events is idle.
         jobs: with 2 or more, the steps' own paths are found on a second thread beside the
-            window's path (the same result).
+            window's path, and the blocking calls and the host's spans beside the graph's
+            nodes (the same result).
 
     Returns:
         The path; a trace without host events gives the GPU's own path, one without GPU
@@ -317,7 +353,7 @@ def critical_path(
         tree = analysis.timeline.tree
     if tree is None:
         tree = launch_tree(trace)
-    blocking = _blocking_of(trace, analysis)
+    found = Beside(jobs, _blocking_of, trace, analysis)  # beside the graph's first part
     g = dependency_graph(
         trace,
         analysis,
@@ -325,8 +361,10 @@ def critical_path(
         window=window,
         waits=waits,
         between_ops=between_ops,
-        blocking=blocking,
+        blocking=found.result,
+        jobs=jobs,
     )
+    blocking = found.result()
     warnings = list(g.warnings)
     if not (trace.kind == EventKind.SYNC).any():
         # Syncs come from the blocking-call timing as well; only event waits need the rows.
