@@ -709,6 +709,7 @@ def report(
         "## Machine",
         "",
         *ba.machine_description(),
+        args.compiled,
         f"- isal (gzip inflater, optional): {isal_version()}",
         f"- badput code measured: commit {results[0]['state'][0]['commit'] if results else '?'}"
         + (
@@ -756,6 +757,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         hta_skip = ba.ensure_bench_venv()
     args.jobs_option = badput_has_jobs()
+    args.compiled = ba.compile_badput()
     keep = work / "reports"
     keep.mkdir(exist_ok=True)
     results = [
