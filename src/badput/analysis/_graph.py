@@ -617,11 +617,10 @@ def build_graph(
     # stream was empty when the launch call began: HTA's rule).
     g_ev = n_host + np.arange(n_gpu)
     launch_ev = np.full(n_gpu, NO_ID, dtype=np.int64)
-    host_sorted = np.argsort(host, kind="stable")
+    ev_of_row = np.full(len(trace), NO_ID, dtype=np.int32)  # a row's event, or NO_ID
+    ev_of_row[ev_row] = np.arange(n_ev, dtype=np.int32)
     has_launch = g_launch >= 0
-    if n_host:
-        at = np.searchsorted(host[host_sorted], g_launch[has_launch])
-        launch_ev[has_launch] = host_sorted[np.minimum(at, n_host - 1)]
+    launch_ev[has_launch] = ev_of_row[g_launch[has_launch]]  # host rows of the graph
     prev_same = np.zeros(n_gpu, dtype=np.bool_)
     prev_same[1:] = s_dense[1:] == s_dense[:-1]
     prev_end = np.append(np.int64(0), g_end[:-1])
@@ -641,8 +640,6 @@ def build_graph(
     # Synchronization: cuda_sync rows name the call and what it waited for.
     sync_rows = np.flatnonzero((kind == EventKind.SYNC) & (trace.device == device))
     calls = host[(kind[host] == EventKind.RUNTIME) | (kind[host] == EventKind.DRIVER)]
-    ev_of_row = np.full(len(trace), NO_ID, dtype=np.int32)  # a row's event, or NO_ID
-    ev_of_row[ev_row] = np.arange(n_ev, dtype=np.int32)
     g_key = np.where(has_launch, launch_ts, g_start)  # when each activity was queued
     g_thread = np.full(n_gpu, NO_ID, dtype=np.int64)
     g_thread[has_launch] = h_thread[launch_ev[has_launch]]
