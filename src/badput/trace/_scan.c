@@ -153,18 +153,41 @@ static inline int first_special(const char *p) {
 }
 #endif
 
+#if defined(__GNUC__) && defined(__SSE2__)
+#include <emmintrin.h>
+#define VEC_SCAN 1
+/* The same for the 16 bytes at p (SSE2, which every x86-64 has); 16 if none. Exact: a byte
+ * is flagged iff it is '"', '\\' or at most 0x1f. */
+static inline int first_special16(const char *p) {
+    __m128i x = _mm_loadu_si128((const __m128i *)p);
+    __m128i quote = _mm_cmpeq_epi8(x, _mm_set1_epi8('"'));
+    __m128i slash = _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'));
+    __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+    int m = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, slash), control));
+    return m ? __builtin_ctz((unsigned)m) : 16;
+}
+#endif
+
 /* Scan a string starting at its opening quote; set [*s, *s + *n) to its raw content. */
 static int scan_string(cursor *c, const char **s, Py_ssize_t *n) {
     if (c->p >= c->end || *c->p != '"') return -1;
     const char *start = ++c->p;
     c->escaped = 0;
     while (c->p < c->end) {
-#ifdef WORD_SCAN
-        int skip;
-        while (c->end - c->p >= 8 && (skip = first_special(c->p)) == 8) c->p += 8;
-        if (c->end - c->p >= 8) c->p += skip;
-        if (c->p >= c->end) break;
+#ifdef VEC_SCAN
+        int skip16;
+        while (c->end - c->p >= 16 && (skip16 = first_special16(c->p)) == 16) c->p += 16;
+        if (c->end - c->p >= 16) c->p += skip16;
+        else
 #endif
+        {
+#ifdef WORD_SCAN
+            int skip;
+            while (c->end - c->p >= 8 && (skip = first_special(c->p)) == 8) c->p += 8;
+            if (c->end - c->p >= 8) c->p += skip;
+#endif
+        }
+        if (c->p >= c->end) break;
         char ch = *c->p;
         if (ch == '"') {
             *s = start;
