@@ -965,9 +965,10 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         chain_w[host_edge] = _shrunk(change, edges_in, chain_w[host_edge])
         lead = _shrunk(change, leads_in, lead)
     if change.unblock_rows.shape[0]:
-        call_end = np.zeros(len(g), dtype=np.bool_)
-        ends = ~g.node_start & np.isin(g.node_row, change.unblock_rows)
-        call_end[ends & (g.node_event < g.n_host)] = True
+        # The calls' end nodes: by event (half as many as nodes), host events only.
+        unblocked = np.isin(g.event_row[: g.n_host], change.unblock_rows)
+        unblocked = np.append(unblocked, np.zeros(len(g.event_row) - g.n_host, np.bool_))
+        call_end = ~g.node_start & unblocked[g.node_event]
         edge_ok &= ~((g.edge_type == SYNC) & call_end[g.edge_dst])
     if change.no_launch_delay:
         edge_w[g.edge_type == LAUNCH_DELAY] = 0
@@ -980,7 +981,8 @@ def _shrunk(change: GraphChange, inside: I64, w: I64) -> I64:
     `w` is the caller's copy: it is overwritten. The part inside scales by `host_scale`
     (with `all_host`: the part outside them).
     """
-    inside = np.clip(inside, 0, w)
+    inside = np.minimum(inside, w)  # a new array: the cached `inside` stays as it was
+    np.maximum(inside, 0, out=inside)
     if change.all_host:
         moved, kept = np.subtract(w, inside, out=w), inside  # `w` is the caller's copy
     else:
