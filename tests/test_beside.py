@@ -2,7 +2,8 @@
 
 `analyze_trace(jobs=2)` runs the host's interval sets beside the launch tree, each GPU's
 launch statistics beside its critical path, and the steps' own paths beside the window's
-path; `outcome_of(jobs=2)` runs the findings' critical-path what-ifs beside the rules. Every
+path; `outcome_of(jobs=2)` runs the findings' critical-path what-ifs beside the rules, and
+`analyze_path` on two threads a lone GPU's critical path beside its diagnosis. Every
 reference Kineto trace must give the same JSON report either way.
 """
 
@@ -73,3 +74,54 @@ def test_what_ifs_on_the_helper_thread_reach_their_findings() -> None:
     with_path = {k: v for k, v in got[2].items() if v is not None}
     assert with_path, got  # at least one finding's saving was found along the path
     assert got[1] == got[2]
+
+
+@pytest.mark.parametrize("name", KINETO)
+def test_a_path_found_beside_the_diagnosis_gives_the_same_report(name: str) -> None:
+    """`analyze_path` on two threads finds a lone GPU's critical path beside the rules."""
+    from badput.scale.work import analyze_path
+
+    path = str(reference(SHARED_TRACES / name))
+    docs = []
+    for jobs in (1, 2):
+        job = diagnose_job([analyze_path(path, top=0, read_jobs=jobs)])
+        docs.append(encode_document(job_document(job, top=0)))
+    assert docs[0] == docs[1]
+
+
+def test_a_path_being_found_is_waited_for_by_the_what_ifs_alone() -> None:
+    """The rules run while the path is found; each what-if waits for it on the what-if thread."""
+    from badput.analysis.critical_path import CriticalPath, critical_path
+    from badput.diagnose import diagnose_device
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    (device,) = analyze_trace(trace, jobs=2, critical_paths=False)
+    assert device.critical_path is None
+    release = threading.Event()
+    waited_on: list[str] = []
+
+    def slow_path() -> CriticalPath:
+        release.wait(timeout=60)  # held until the rules are done
+        waited_on.append(threading.current_thread().name)
+        assert device.timeline is not None
+        return critical_path(trace, device, device.timeline.tree)
+
+    pending = Beside(2, slow_path)
+    found = []
+
+    def rules_then_release() -> None:
+        found.extend(diagnose_device(trace, device, 2, pending))
+
+    worker = threading.Thread(target=rules_then_release)
+    worker.start()
+    worker.join(timeout=0.5)
+    # The what-ifs wait for the path: the diagnosis is not done while it is held.
+    assert worker.is_alive() and not found
+    release.set()
+    worker.join(timeout=60)
+    expected = outcome_of(trace, analyze_trace(trace, jobs=1), jobs=1).findings[0]
+    assert [(f.id, f.graph_savings_ns) for f in found] == [
+        (f.id, f.graph_savings_ns) for f in expected
+    ]
+    assert waited_on == ["badput-beside"]

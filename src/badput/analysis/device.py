@@ -322,6 +322,7 @@ def analyze_trace(
     model: bool = True,
     rules: ClassRules | None = None,
     jobs: int = 1,
+    critical_paths: bool = True,
 ) -> list[DeviceAnalysis]:
     """Analyze every GPU of a trace.
 
@@ -335,6 +336,8 @@ def analyze_trace(
         jobs: threads: with 2 or more, independent parts (the host's interval sets and the
             launch tree; a GPU's launch statistics and its critical path) run side by side.
             The results are the same for any number.
+        critical_paths: False leaves each GPU's critical path (`DeviceAnalysis.critical_path`)
+            to the caller, who may find it beside other work (`critical_path`).
 
     Returns:
         One result per GPU with activity, by device index; a trace without GPU activity gives
@@ -377,6 +380,8 @@ def analyze_trace(
     done = []
     for d in out:
         launch = Beside(jobs, launch_stats, trace, d, tree)
-        path = critical_path(trace, d, tree, jobs=jobs) if d.goodput is not None else None
+        path = None
+        if critical_paths and d.goodput is not None:
+            path = critical_path(trace, d, tree, jobs=jobs)
         done.append(dataclasses.replace(d, launch=launch.result(), critical_path=path))
     return done

@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from badput.analysis._beside import Beside
+from badput.analysis.critical_path import CriticalPath
 from badput.analysis.memory import MemoryTimeline, memory_timelines
 from badput.analysis.ranks import CrossRank, RankSummary, cross_rank, summarize_rank
 from badput.analysis.results import DeviceAnalysis
@@ -134,7 +136,12 @@ def _rank(findings: list[Finding]) -> list[Finding]:
     )
 
 
-def diagnose_device(trace: Trace, analysis: DeviceAnalysis, jobs: int = 1) -> list[Finding]:
+def diagnose_device(
+    trace: Trace,
+    analysis: DeviceAnalysis,
+    jobs: int = 1,
+    path: Beside[CriticalPath] | None = None,
+) -> list[Finding]:
     """Run every per-GPU rule on one GPU of a trace.
 
     Args:
@@ -142,6 +149,8 @@ def diagnose_device(trace: Trace, analysis: DeviceAnalysis, jobs: int = 1) -> li
         analysis: one GPU's analysis, with its timeline.
         jobs: with 2 or more, the findings' critical-path what-ifs run on a helper thread
             beside the rules (the same findings).
+        path: with 2 or more jobs, the GPU's critical path still being found (its analysis
+            has none yet): the rules run beside it, the what-ifs wait for it.
 
     Returns:
         Its findings, largest savings first; none where nothing can be said: a GPU without
@@ -150,7 +159,9 @@ def diagnose_device(trace: Trace, analysis: DeviceAnalysis, jobs: int = 1) -> li
     """
     if analysis.goodput is None or analysis.timeline is None:
         return []
-    ctx = DeviceContext(trace, analysis, jobs)
+    if path is not None and jobs <= 1:  # one thread: the path first, as without `path`
+        analysis, path = dataclasses.replace(analysis, critical_path=path.result()), None
+    ctx = DeviceContext(trace, analysis, jobs, path)
     if ctx.undiagnosable is not None:
         return []
     try:
@@ -161,7 +172,11 @@ def diagnose_device(trace: Trace, analysis: DeviceAnalysis, jobs: int = 1) -> li
 
 
 def outcome_of(
-    trace: Trace, devices: list[DeviceAnalysis], top: int = 0, jobs: int = 1
+    trace: Trace,
+    devices: list[DeviceAnalysis],
+    top: int = 0,
+    jobs: int = 1,
+    paths: list[Beside[CriticalPath] | None] | None = None,
 ) -> RankOutcome:
     """Diagnose and summarize one analysed trace, and keep only what reports need.
 
@@ -170,8 +185,15 @@ def outcome_of(
         devices: its analyses (`analyze_trace`).
         top: kernels kept per GPU (0 keeps all).
         jobs: threads for the diagnosis (`diagnose_device`); the same outcome.
+        paths: per device, its critical path still being found (`analyze_trace` with
+            `critical_paths=False`), None where it has its own; each joins its analysis here.
     """
-    findings = [diagnose_device(trace, d, jobs) for d in devices]
+    pending = paths if paths is not None else [None] * len(devices)
+    findings = [diagnose_device(trace, d, jobs, p) for d, p in zip(devices, pending, strict=True)]
+    devices = [
+        d if p is None else dataclasses.replace(d, critical_path=p.result())
+        for d, p in zip(devices, pending, strict=True)
+    ]
     segments = [
         [seg for step in pick_steps(d.steps) if (seg := step_segments(d, step)) is not None]
         for d in devices

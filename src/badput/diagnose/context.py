@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._beside import Beside
 from badput.analysis._nesting import is_kind
 from badput.analysis.blocking import (
     BLOCKING_DECIDERS,
@@ -20,7 +21,7 @@ from badput.analysis.blocking import (
     BlockingCalls,
     blocking_calls,
 )
-from badput.analysis.critical_path import GraphChange, what_if
+from badput.analysis.critical_path import CriticalPath, GraphChange, what_if
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.patterns import is_dataloader_span
 from badput.analysis.results import DeviceAnalysis, Timeline, ratio
@@ -53,12 +54,15 @@ class DeviceContext:
     With `jobs` of 2 or more, the critical-path what-ifs of the findings (`graph_savings`)
     run one after another on a helper thread while the rules go on; `with_graph_savings`
     gives the findings their results. One thread runs them all, in the order asked, so the
-    path's what-if caches are never shared between threads.
+    path's what-if caches are never shared between threads. `path`: the GPU's critical path
+    still being found on another thread (`analyze_path` on two cores); the rules go on
+    without it, and the what-ifs wait for it on their thread.
     """
 
     trace: Trace
     analysis: DeviceAnalysis
     jobs: int = 1
+    path: Beside[CriticalPath] | None = None
     _pending: dict[tuple[str, str, float], Future[float | None]] = field(
         default_factory=dict, init=False, repr=False
     )
@@ -171,6 +175,7 @@ class DeviceContext:
         cp = self.analysis.critical_path
         if cp is not None and cp.blocking is not None:  # found once, for the path's syncs
             return cp.blocking
+        # A path still being found finds the same calls: the rules do not wait for it.
         return blocking_calls(self.trace, self.analysis)
 
     @property
@@ -233,7 +238,7 @@ class DeviceContext:
             return None
         graph_savings = None
         if change is not None:
-            if self.jobs > 1 and self.analysis.critical_path is not None:
+            if self.jobs > 1 and self._has_path:
                 job = self._what_ifs.submit(self.graph_savings, change)
                 self._pending[(rule_id, title, savings_ns)] = job
             else:
@@ -278,9 +283,13 @@ class DeviceContext:
         if "_what_ifs" in self.__dict__:
             self._what_ifs.shutdown(wait=False, cancel_futures=True)
 
+    @property
+    def _has_path(self) -> bool:
+        return self.analysis.critical_path is not None or self.path is not None
+
     def graph_savings(self, change: GraphChange) -> float | None:
         """Per-step saving of `change` along the critical path; None without a path graph."""
-        cp = self.analysis.critical_path
+        cp = self.path.result() if self.path is not None else self.analysis.critical_path
         if cp is None:
             return None
         shorter = what_if(self.trace, cp, change)

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING
 from badput.diagnose import RankOutcome, outcome_of
 
 if TYPE_CHECKING:
+    from badput.analysis._beside import Beside
     from badput.analysis.classify import ClassRules
+    from badput.analysis.critical_path import CriticalPath
+    from badput.analysis.results import DeviceAnalysis
+    from badput.trace.model import Trace
 from badput.errors import BadputError, TraceFormatError
 
 __all__ = ["analyze_path"]
@@ -55,9 +59,24 @@ def analyze_path(
     try:
         jobs = read_jobs if read_jobs is not None else default_read_jobs()
         trace = load_trace(path, progress=progress, step_range=step_range, jobs=jobs)
-        devices = analyze_trace(trace, spec, rules=rules, jobs=jobs)
+        # On two cores or more, a lone GPU's critical path is found beside its diagnosis
+        # (the rules need it only for their what-ifs); several GPUs' paths one at a time.
+        later = jobs > 1 and len(trace.devices()) == 1
+        devices = analyze_trace(trace, spec, rules=rules, jobs=jobs, critical_paths=not later)
+        paths = [_path_beside(trace, d, jobs) if later else None for d in devices]
+        return outcome_of(trace, devices, top=top, jobs=jobs, paths=paths)
     except TraceFormatError as e:
         return RankOutcome(path=path, error=e.problem)
     except BadputError as e:
         return RankOutcome(path=path, error=str(e))
-    return outcome_of(trace, devices, top=top, jobs=jobs)
+
+
+def _path_beside(trace: Trace, analysis: DeviceAnalysis, jobs: int) -> Beside[CriticalPath] | None:
+    """The GPU's critical path, started on a helper thread (None where it has no path)."""
+    from badput.analysis._beside import Beside
+    from badput.analysis.critical_path import critical_path
+
+    if analysis.goodput is None or analysis.timeline is None or analysis.timeline.tree is None:
+        return None
+    tree = analysis.timeline.tree
+    return Beside(jobs, lambda: critical_path(trace, analysis, tree, jobs=jobs))
