@@ -15,7 +15,7 @@ from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
 from badput.analysis.critical_path import critical_path
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.launch import launch_stats
-from badput.analysis.ops import analyze_ops
+from badput.analysis.ops import ModelAnalysis, analyze_ops
 from badput.analysis.patterns import (
     CATEGORIES,
     COMM_KINDS,
@@ -100,6 +100,7 @@ def _analyze_device(
     classes: KernelClasses,
     comm_row: B,
     hip_calls: bool,
+    jobs: int = 1,
 ) -> DeviceAnalysis:
     kind = trace.kind
     on_device = trace.device == device
@@ -145,6 +146,9 @@ def _analyze_device(
     breakdown = Breakdown(*totals[:4])
     causes = IdleCauses(*totals[4:])
     assert breakdown.total_ns == w1 - w0, "breakdown must partition the window"
+    gpu_name = trace.gpu_names.get(device)
+    # The model view (ops, modules, roofline) beside the steps and the kernel table.
+    model = Beside(jobs, _model_view, trace, tree, device, w0, w1, breakdown, gpu_name, comm_row)
 
     step_results: list[StepResult] = []
     if len(steps):
@@ -174,11 +178,6 @@ def _analyze_device(
         breakdown,
         causes,
     )
-    gpu_name = trace.gpu_names.get(device)
-    model = None
-    if tree is not None:
-        gpu_spec = lookup_gpu(gpu_name, warn=False) if gpu_name else None
-        model = analyze_ops(trace, tree, device, w0, w1, breakdown, gpu_spec, comm_row)
     return DeviceAnalysis(
         trace=trace.path,
         rank=trace.rank,
@@ -216,9 +215,26 @@ def _analyze_device(
             classes=classes,
             tree=tree,
         ),
-        model=model,
+        model=model.result(),
         runtime_api="HIP" if (gpu_name and _HIP_GPU.search(gpu_name)) or hip_calls else "CUDA",
     )
+
+
+def _model_view(
+    trace: Trace,
+    tree: LaunchTree | None,
+    device: int,
+    w0: int,
+    w1: int,
+    breakdown: Breakdown,
+    gpu_name: str | None,
+    comm_row: B,
+) -> ModelAnalysis | None:
+    """The GPU's ops, modules and roofline in the window (`analyze_ops`); None without a tree."""
+    if tree is None:
+        return None
+    gpu_spec = lookup_gpu(gpu_name, warn=False) if gpu_name else None
+    return analyze_ops(trace, tree, device, w0, w1, breakdown, gpu_spec, comm_row)
 
 
 _HIP_GPU = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)
@@ -374,7 +390,9 @@ def analyze_trace(
     comm_row = classes.comm_mask(len(trace))
     hip = _mostly_hip(trace)
     host = host_sets.result()
-    out = [_analyze_device(trace, host, d, window, tree, classes, comm_row, hip) for d in devices]
+    out = [
+        _analyze_device(trace, host, d, window, tree, classes, comm_row, hip, jobs) for d in devices
+    ]
     if tree is None:
         return out
     done = []
