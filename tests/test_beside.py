@@ -10,6 +10,7 @@ reference Kineto trace must give the same JSON report either way.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,28 @@ def test_a_path_being_found_is_waited_for_by_the_what_ifs_alone() -> None:
         (f.id, f.graph_savings_ns) for f in expected
     ]
     assert waited_on == ["badput-beside"]
+
+
+def test_two_gpus_paths_found_when_asked_give_the_same_report(tmp_path: Path) -> None:
+    """A trace with two GPUs: each path is found when its diagnosis first asks for it."""
+    from badput.scale.work import analyze_path
+    from synth import TraceBuilder
+
+    b = TraceBuilder()
+    b.device_properties([0, 1], name="NVIDIA A100-SXM4-80GB")
+    for step in range(3):
+        t0 = step * 1000
+        b.profiler_step(step + 1, t0, t0 + 900)
+        b.runtime("cudaStreamSynchronize", t0 + 850, t0 + 890)  # a blocking call per step
+        for dev in (0, 1):
+            b.launch(
+                "gemm_kernel", cpu=(t0 + 10 + dev, t0 + 20), gpu=(t0 + 30, t0 + 700), device=dev
+            )
+    path = str(b.write(tmp_path / "two_gpus.json"))
+    docs = []
+    for jobs in (1, 2):
+        outcome = analyze_path(path, top=0, read_jobs=jobs)
+        assert outcome.error is None and len(outcome.devices) == 2
+        assert all(d.critical_path is not None for d in outcome.devices)
+        docs.append(encode_document(job_document(diagnose_job([outcome]), top=0)))
+    assert docs[0] == docs[1]

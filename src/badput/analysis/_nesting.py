@@ -265,25 +265,16 @@ def walk_up(parent: I64, start: I64, masks: list[Bools]) -> tuple[list[I64], lis
 
     `NO_ID` where none is (and for a `start` of `NO_ID`). In C where built, for many starts:
     one pass over the forest per mask (its parents come before their children, as `nest`
-    orders them), instead of one vector step per level of the deepest chain.
+    orders them; the pass refuses a forest that is not, and the walk below runs instead),
+    not one vector step per level of the deepest chain.
     """
     fast = c_paths()
     # The pass covers every node: worth it for starts by the hundred thousand, not a few.
-    many = start.shape[0] * 16 >= parent.shape[0] > 0
-    if fast is not None and many and bool((parent < np.arange(parent.shape[0])).all()):
-        parent64 = np.ascontiguousarray(parent, dtype=np.int64)
-        has = start >= 0
-        at = np.where(has, start, 0)
-        firsts, lasts = [], []
-        near = np.empty(parent.shape[0], dtype=np.int64)
-        far = np.empty(parent.shape[0], dtype=np.int64)
-        for m in masks:
-            fast.marked_ancestors(
-                parent64, np.ascontiguousarray(m, dtype=np.bool_).view(np.uint8), near, far
-            )
-            firsts.append(np.where(has, near[at], NO_ID))
-            lasts.append(np.where(has, far[at], NO_ID))
-        return firsts, lasts
+    if fast is not None and start.shape[0] * 16 >= parent.shape[0] > 0:
+        try:
+            return _walk_up_c(fast, parent, start, masks)
+        except ValueError:  # a parent after its child
+            pass
     n = start.shape[0]
     first = [np.full(n, NO_ID, dtype=np.int64) for _ in masks]
     last = [np.full(n, NO_ID, dtype=np.int64) for _ in masks]
@@ -300,6 +291,25 @@ def walk_up(parent: I64, start: I64, masks: list[Bools]) -> tuple[list[I64], lis
         keep = cur >= 0
         live, cur = live[keep], cur[keep]
     return first, last
+
+
+def _walk_up_c(
+    fast: Any, parent: I64, start: I64, masks: list[Bools]
+) -> tuple[list[I64], list[I64]]:
+    """`walk_up` by the C pass (`marked_ancestors`); ValueError for a forest out of order."""
+    parent64 = np.ascontiguousarray(parent, dtype=np.int64)
+    has = start >= 0
+    at = np.where(has, start, 0)
+    firsts, lasts = [], []
+    near = np.empty(parent.shape[0], dtype=np.int64)
+    far = np.empty(parent.shape[0], dtype=np.int64)
+    for m in masks:
+        fast.marked_ancestors(
+            parent64, np.ascontiguousarray(m, dtype=np.bool_).view(np.uint8), near, far
+        )
+        firsts.append(np.where(has, near[at], NO_ID))
+        lasts.append(np.where(has, far[at], NO_ID))
+    return firsts, lasts
 
 
 def distinct(values: I64, bound: int) -> tuple[I64, I64]:

@@ -249,14 +249,19 @@ def dependency_graph(
             w0, w1 = min(w0, int(spans[0].min())), min(w1, int(spans[1].max()))
     else:
         w0, w1 = window
-    if not callable(blocking):
-        known = blocking
-        blocking = Beside(jobs, _blocking_of, trace, analysis, known).result
-    found = blocking
+    if blocking is None:
+        blocking = Beside(jobs, _blocking_of, trace, analysis).result
+    rows: I64 | Callable[[], I64]
+    if callable(blocking):
+        found = blocking
 
-    def blocking_rows() -> I64:
-        return _rows_of_calls(found())
+        def blocking_rows() -> I64:
+            return _rows_of_calls(found())
 
+        # One thread: found before the nodes are built (and their memory held).
+        rows = blocking_rows if jobs > 1 else blocking_rows()
+    else:
+        rows = _rows_of_calls(blocking)
     host_spans = Beside(jobs, _HostSpans.of, trace, tree) if jobs > 1 and between_ops else None
     return build_graph(
         trace,
@@ -264,8 +269,7 @@ def dependency_graph(
         analysis.device,
         w0,
         w1,
-        # One thread: found before the nodes are built (and their memory held).
-        blocking_rows if jobs > 1 else blocking_rows(),
+        rows,
         waits,
         between_ops,
         host_spans.result if host_spans is not None else None,
@@ -277,15 +281,8 @@ def _rows_of_calls(blocking: BlockingCalls | None) -> I64:
     return blocking.rows.astype(np.int64) if blocking is not None else np.zeros(0, np.int64)
 
 
-def _blocking_of(
-    trace: Trace, analysis: DeviceAnalysis, known: BlockingCalls | None = None
-) -> BlockingCalls | None:
-    """The analysis's blocking calls (`known` where given).
-
-    None without a timeline or a window to find them in.
-    """
-    if known is not None:
-        return known
+def _blocking_of(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls | None:
+    """The analysis's blocking calls; None without a timeline or a window to find them in."""
     if analysis.timeline is None or analysis.window_ns <= 0:
         return None
     return blocking_calls(trace, analysis)

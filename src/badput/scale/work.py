@@ -59,11 +59,13 @@ def analyze_path(
     try:
         jobs = read_jobs if read_jobs is not None else default_read_jobs()
         trace = load_trace(path, progress=progress, step_range=step_range, jobs=jobs)
-        # On two cores or more, a lone GPU's critical path is found beside its diagnosis
-        # (the rules need it only for their what-ifs); several GPUs' paths one at a time.
-        later = jobs > 1 and len(trace.devices()) == 1
+        # On two cores or more, each GPU's critical path is found beside its diagnosis (the
+        # rules need it only for their what-ifs): a lone GPU's started at once, several
+        # GPUs' each when its diagnosis first asks (one graph held at a time).
+        later = jobs > 1
         devices = analyze_trace(trace, spec, rules=rules, jobs=jobs, critical_paths=not later)
-        paths = [_path_beside(trace, d, jobs) if later else None for d in devices]
+        now = jobs if len(devices) == 1 else 1
+        paths = [_path_beside(trace, d, now, jobs) if later else None for d in devices]
         return outcome_of(trace, devices, top=top, jobs=jobs, paths=paths)
     except TraceFormatError as e:
         return RankOutcome(path=path, error=e.problem)
@@ -71,12 +73,17 @@ def analyze_path(
         return RankOutcome(path=path, error=str(e))
 
 
-def _path_beside(trace: Trace, analysis: DeviceAnalysis, jobs: int) -> Beside[CriticalPath] | None:
-    """The GPU's critical path, started on a helper thread (None where it has no path)."""
+def _path_beside(
+    trace: Trace, analysis: DeviceAnalysis, start: int, jobs: int
+) -> Beside[CriticalPath] | None:
+    """The GPU's critical path (None where it has none), found with `jobs` threads.
+
+    Started on a helper thread at once where `start` > 1, else when first asked for (`Beside`).
+    """
     from badput.analysis._beside import Beside
     from badput.analysis.critical_path import critical_path
 
     if analysis.goodput is None or analysis.timeline is None or analysis.timeline.tree is None:
         return None
     tree = analysis.timeline.tree
-    return Beside(jobs, lambda: critical_path(trace, analysis, tree, jobs=jobs))
+    return Beside(start, lambda: critical_path(trace, analysis, tree, jobs=jobs))
