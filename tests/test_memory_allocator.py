@@ -13,6 +13,12 @@ from badput._memory import give_back_free_memory
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
 
+def _in_fresh_process(code: str) -> str:
+    """What `code` prints in a new interpreter (the allocator settings last for a process)."""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return run.stdout
+
+
 @pytest.mark.skipif(not GLIBC, reason="glibc's mallopt and malloc_trim only")
 def test_a_command_keeps_large_arrays_in_the_heap() -> None:
     # In a fresh process (the setting lasts for the process): a 64 MB array freed and a
@@ -26,19 +32,8 @@ def test_a_command_keeps_large_arrays_in_the_heap() -> None:
         "b = np.ones(8 << 20)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)\n"
     )
-    kept = int(
-        subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout
-    )
-    fresh = int(
-        subprocess.run(
-            [sys.executable, "-c", code.replace("assert keep_freed_memory()\n", "")],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    kept = int(_in_fresh_process(code))
+    fresh = int(_in_fresh_process(code.replace("assert keep_freed_memory()\n", "")))
     # A fresh 64 MB mapping faults at least once per huge page (32 of 2 MiB; up to 16,384
     # of 4 KiB without them); the reused heap pages fault almost never.
     assert fresh >= 32 and kept * 8 <= fresh, (kept, fresh)
@@ -62,9 +57,7 @@ def test_a_command_asks_no_huge_pages_and_does_not_trim() -> None:
         "assert keep_freed_memory()\n"
         "print(trimmed, switch(True), give_back_free_memory())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
+    out = _in_fresh_process(code).split()
     assert out == ["True", "False", "False"], out
 
 
