@@ -21,7 +21,7 @@ import pytest
 
 from badput.errors import TraceFormatError
 from badput.trace import _fastscan, _pieces, kineto
-from badput.trace.model import Trace
+from badput.trace.model import SparseColumn, Trace
 from test_reader import assert_same_trace
 
 pytestmark = pytest.mark.skipif(not _pieces.usable(), reason="the C scanner is not built")
@@ -351,3 +351,45 @@ def test_stream_size_hint_scales_by_the_compressed_share(tmp_path: Path) -> None
         assert 0.5 * size <= hint <= 2 * size, (hint, size)
         text.rest(0)
         assert text.size_hint() == size  # at the end: exact
+
+
+def test_allocator_totals_are_kept_sparse_piece_by_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory events' totals: only their rows are held, the same from every path."""
+    events = _events(400, seed=5)
+    memory = []
+    for i in range(0, 400, 37):  # spread over many pieces
+        memory.append(i)
+        events.insert(
+            i,
+            f'{{"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", '
+            f'"pid": 1, "tid": 2, "ts": {10 * i + 1}, "args": {{"Device Type": 1, '
+            f'"Device Id": 0, "Addr": {1000 + i}, "Bytes": {512 * (i + 1)}, '
+            f'"Total Allocated": {4096 * (i + 1)}, "Total Reserved": {8192 * (i + 1)}}}}}',
+        )
+    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+    complete = _complete(path, monkeypatch)
+    for trace in (complete, _fast(path, monkeypatch, piece=700, jobs=2)):
+        rows = trace.allocated_totals.rows
+        assert rows.tolist() == trace.reserved_totals.rows.tolist()
+        assert len(rows) == len(memory)
+        assert (trace.kind[rows] == 12).all()  # EventKind.MEMORY, and no other row
+        order = np.argsort(trace.ts_ns[rows])
+        assert trace.allocated_totals.values[order].tolist() == [4096 * (i + 1) for i in memory]
+        assert trace.reserved_totals.values[order].tolist() == [8192 * (i + 1) for i in memory]
+        dense = trace.total_allocated
+        assert dense.shape == (len(trace),)
+        assert (dense != -1).sum() == len(memory)
+        assert np.array_equal(dense[rows], trace.allocated_totals.values)
+    assert_same_trace(complete, _fast(path, monkeypatch, piece=700, jobs=1))
+
+
+def test_sparse_column_looks_up_any_rows() -> None:
+    col = SparseColumn.of(np.array([-1, 5, -1, -1, 7, -1], dtype=np.int64))
+    assert (col.n, col.rows.tolist(), col.values.tolist()) == (6, [1, 4], [5, 7])
+    assert col.at([4, 0, 1, 5, 4]).tolist() == [7, -1, 5, -1, 7]
+    assert col.dense().tolist() == [-1, 5, -1, -1, 7, -1]
+    empty = SparseColumn.of(np.full(3, -1, dtype=np.int64))
+    assert empty.at([0, 2]).tolist() == [-1, -1]
+    assert empty.dense().tolist() == [-1, -1, -1] and len(empty) == 3

@@ -570,12 +570,11 @@ def memory_timelines(trace: Trace, max_points: int = MAX_POINTS) -> list[MemoryT
     Returns:
         One timeline per GPU, by device index.
     """
-    rows = np.flatnonzero(
-        (trace.kind == EventKind.MEMORY)
-        & (trace.device >= 0)
-        & (trace.total_allocated != NO_ID)
-        & (trace.total_reserved != NO_ID)
+    # Rows with both totals: the sparse columns' rows in common (ascending, each unique).
+    both = np.intersect1d(
+        trace.allocated_totals.rows, trace.reserved_totals.rows, assume_unique=True
     )
+    rows = both[(trace.kind[both] == EventKind.MEMORY) & (trace.device[both] >= 0)]
     out = []
     for dev in np.unique(trace.device[rows]).tolist():
         r = rows[trace.device[rows] == dev]
@@ -584,8 +583,8 @@ def memory_timelines(trace: Trace, max_points: int = MAX_POINTS) -> list[MemoryT
             _timeline(
                 int(dev),
                 trace.ts_ns[r],
-                trace.total_allocated[r],
-                trace.total_reserved[r],
+                trace.allocated_totals.at(r),
+                trace.reserved_totals.at(r),
                 max_points,
             )
         )

@@ -467,7 +467,7 @@ def memory_churn(ctx: DeviceContext) -> Finding | None:
     calls = ctx.named(ctx.rows(EventKind.RUNTIME, EventKind.DRIVER), _ALLOC_CALLS)
     events = ctx.rows(EventKind.MEMORY, on_device=True)
     events = events[np.argsort(t.ts_ns[events], kind="stable")]
-    reserved = t.total_reserved[events]
+    reserved = t.reserved_totals.at(events)
     reserved = reserved[reserved >= 0]
     growth = float(reserved.max() - reserved[0]) if reserved.size else 0.0
     grew = bool(reserved.size) and growth >= _RESERVE_GROWTH * float(reserved.max())

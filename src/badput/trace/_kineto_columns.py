@@ -39,7 +39,15 @@ from badput.trace._kineto_json import (
     _RawEvent,
     _wait_values,
 )
-from badput.trace.model import NO_ID, CommMeta, EventKind, FlowPhase, OpArgs, SyncWaits
+from badput.trace.model import (
+    NO_ID,
+    CommMeta,
+    EventKind,
+    FlowPhase,
+    OpArgs,
+    SparseColumn,
+    SyncWaits,
+)
 from badput.trace.numbers import us_text_to_ns
 
 I64 = npt.NDArray[np.int64]
@@ -110,6 +118,13 @@ _COLUMN_TYPES: dict[str, type[np.generic]] = {
     "bytes": np.int64,
     "total_allocated": np.int64,
     "total_reserved": np.int64,
+}
+
+#: Columns that few rows have (memory events' allocator totals): kept as `SparseColumn`s, by
+#: the name of their Trace field.
+SPARSE_COLUMNS: dict[str, str] = {
+    "total_allocated": "allocated_totals",
+    "total_reserved": "reserved_totals",
 }
 
 # Kineto names its caching-allocator instant events so; other instant events are dropped.
@@ -214,7 +229,9 @@ class _Columns:
         self.ids = _IdMap(self.labels)
         self.kinds = _KindMap()
         self.phases = _PhaseMap()
-        self.parts: dict[str, _Growing] = {k: _Growing(t) for k, t in _COLUMN_TYPES.items()}
+        self.parts: dict[str, _Growing | _Sparse] = {
+            k: _Sparse() if k in SPARSE_COLUMNS else _Growing(t) for k, t in _COLUMN_TYPES.items()
+        }
         self.seen = 0  # events of any phase
         self.negative: list[tuple[str, int]] = []
         self.bad_time = 0
@@ -469,6 +486,50 @@ class _Columns:
     def take_column(self, key: str) -> npt.NDArray[Any]:
         """`column`, the store forgetting it: the column is held once, by the caller."""
         return self.parts[key].take()
+
+    def take_sparse(self, key: str) -> SparseColumn:
+        """A column of `SPARSE_COLUMNS`, the store forgetting it."""
+        part = self.parts[key]
+        assert isinstance(part, _Sparse)
+        return part.take_sparse()
+
+
+class _Sparse:
+    """A column few rows have, filled piece by piece: the rows with a value and the values.
+
+    Same calls as `_Growing`; `array` gives the whole column (a new array each time).
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.rows: list[npt.NDArray[np.int64]] = []
+        self.values: list[npt.NDArray[np.int64]] = []
+
+    def capacity(self) -> int:
+        return self.n
+
+    def reserve(self, rows: int) -> None:
+        """Nothing to reserve: the pieces' values are few."""
+
+    def append(self, values: npt.NDArray[Any]) -> None:
+        at = np.flatnonzero(values != NO_ID)
+        if at.shape[0]:
+            self.rows.append(at.astype(np.int64) + self.n)
+            self.values.append(values[at].astype(np.int64))
+        self.n += int(values.shape[0])
+
+    def take_sparse(self) -> SparseColumn:
+        out = SparseColumn(self.n, _joined(self.rows, np.int64), _joined(self.values, np.int64))
+        self.n, self.rows, self.values = 0, [], []
+        return out
+
+    def array(self) -> npt.NDArray[Any]:
+        return SparseColumn(
+            self.n, _joined(self.rows, np.int64), _joined(self.values, np.int64)
+        ).dense()
+
+    def take(self) -> npt.NDArray[Any]:
+        return self.take_sparse().dense()
 
 
 class _Growing:

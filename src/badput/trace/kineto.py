@@ -37,7 +37,7 @@ import stat
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 import numpy as np
@@ -48,6 +48,7 @@ from badput.trace import _fastscan, _pieces
 from badput.trace._files import file_problem
 from badput.trace._kineto_columns import (
     _COLUMN_TYPES,
+    SPARSE_COLUMNS,
     _Columns,
     _comm_meta,
     _op_args,
@@ -439,7 +440,7 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
         op_args=_op_args(columns),
         sync_waits=_sync_waits(columns),
         path=path,
-        **{key: columns.take_column(key) for key in _COLUMN_TYPES},
+        **_trace_columns(columns),
         names=names,
         labels=columns.labels,
         rank=rank,
@@ -449,6 +450,16 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
         base_time_ns=base_time_ns,
         versions=_versions(document),
     )
+
+
+def _trace_columns(columns: _Columns) -> dict[str, Any]:
+    """The Trace's columns by field name, each taken from the store (held once)."""
+    out: dict[str, Any] = {
+        key: columns.take_column(key) for key in _COLUMN_TYPES if key not in SPARSE_COLUMNS
+    }
+    for key, field in SPARSE_COLUMNS.items():
+        out[field] = columns.take_sparse(key)
+    return out
 
 
 def _versions(document: _Document | None) -> dict[str, str]:

@@ -19,6 +19,7 @@ __all__ = [
     "EventKind",
     "FlowPhase",
     "OpArgs",
+    "SparseColumn",
     "SyncWaits",
     "Trace",
     "name_head",
@@ -226,6 +227,50 @@ class OpArgs:
 
 
 @dataclass(frozen=True, eq=False)
+class SparseColumn:
+    """An integer column that few rows have: those rows and their values, `NO_ID` elsewhere.
+
+    The allocator's totals are on memory events alone (none in most traces, a tenth of the
+    rows in a `profile_memory=True` one): a full column of them was 8 bytes per row of the
+    trace, held for the trace's life.
+
+    Attributes:
+        n: rows of the whole column (the trace's rows).
+        rows: the rows with a value, ascending.
+        values: their values.
+    """
+
+    n: int
+    rows: I64
+    values: I64
+
+    def __len__(self) -> int:
+        """Rows of the whole column."""
+        return self.n
+
+    def at(self, rows: npt.ArrayLike) -> I64:
+        """The values of `rows` (any order), `NO_ID` where a row has none."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.rows.shape[0] == 0:
+            return np.full(rows.shape, NO_ID, dtype=np.int64)
+        i = np.minimum(np.searchsorted(self.rows, rows), self.rows.shape[0] - 1)
+        return np.where(self.rows[i] == rows, self.values[i], NO_ID).astype(np.int64)
+
+    def dense(self) -> I64:
+        """The whole column: a new array of `n` rows."""
+        out = np.full(self.n, NO_ID, dtype=np.int64)
+        out[self.rows] = self.values
+        return out
+
+    @staticmethod
+    def of(column: npt.ArrayLike) -> SparseColumn:
+        """The sparse form of a whole column (`NO_ID` where a row has no value)."""
+        column = np.asarray(column, dtype=np.int64)
+        rows = np.flatnonzero(column != NO_ID).astype(np.int64)
+        return SparseColumn(int(column.shape[0]), rows, column[rows])
+
+
+@dataclass(frozen=True, eq=False)
 class Trace:
     """Events of one trace file as parallel columns (one row per event).
 
@@ -249,8 +294,10 @@ class Trace:
         external_id: the op id linking GPU work to the CPU op that launched it, else `NO_ID`.
         bytes: bytes moved by a memcpy/memset (`args.bytes`); for a memory row the bytes
             allocated (> 0) or freed (< 0); else `NO_ID`.
-        total_allocated: allocator's allocated bytes after a memory row, else `NO_ID`.
-        total_reserved: allocator's reserved bytes after a memory row, else `NO_ID`.
+        allocated_totals: allocator's allocated bytes after each memory row (`SparseColumn`);
+            `total_allocated` is the whole column.
+        reserved_totals: allocator's reserved bytes after each memory row (`SparseColumn`);
+            `total_reserved` is the whole column.
         names: interned event names.
         labels: non-numeric pid/tid labels; label `labels[k]` has id `-(k + 2)`.
         rank: `distributedInfo.rank`, None when the trace has none.
@@ -283,8 +330,8 @@ class Trace:
     correlation: I64
     external_id: I64
     bytes: I64
-    total_allocated: I64
-    total_reserved: I64
+    allocated_totals: SparseColumn
+    reserved_totals: SparseColumn
     names: list[str]
     labels: list[str] = field(default_factory=list)
     rank: int | None = None
@@ -300,6 +347,22 @@ class Trace:
     def __len__(self) -> int:
         """Number of rows."""
         return int(self.kind.shape[0])
+
+    @property
+    def total_allocated(self) -> I64:
+        """Allocated bytes after each memory row, else `NO_ID`: a new array per call.
+
+        `allocated_totals` holds just the rows that have one.
+        """
+        return self.allocated_totals.dense()
+
+    @property
+    def total_reserved(self) -> I64:
+        """Reserved bytes after each memory row, else `NO_ID`: a new array per call.
+
+        `reserved_totals` holds just the rows that have one.
+        """
+        return self.reserved_totals.dense()
 
     @functools.cached_property
     def end_ns(self) -> I64:

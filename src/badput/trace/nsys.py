@@ -43,7 +43,7 @@ from badput.errors import TraceFormatError
 from badput.trace import _nsys_schema as schema
 from badput.trace._files import is_regular_file, require_regular_file
 from badput.trace._nsys_schema import MissingColumnError, ResolvedTable
-from badput.trace.model import NO_ID, EventKind, FlowPhase, Trace
+from badput.trace.model import NO_ID, EventKind, FlowPhase, SparseColumn, Trace
 
 __all__ = [
     "NSYS_REPORT_SUFFIXES",
@@ -804,8 +804,8 @@ def _build(
         correlation=cols["correlation"],
         external_id=none,
         bytes=cols["bytes"],
-        total_allocated=none,
-        total_reserved=none,
+        allocated_totals=SparseColumn.of(none),
+        reserved_totals=SparseColumn.of(none),
         names=list(reader.names),
         gpu_names=gpu_names,
         warnings=warnings,
