@@ -21,7 +21,7 @@ from badput.analysis.tree import (
     launch_tree,
 )
 from badput.trace import load_trace
-from badput.trace.model import NO_ID, EventKind, Trace
+from badput.trace.model import NO_ID, EventKind, SparseColumn, Trace
 from conftest import SHARED_TRACES, reference
 from synth import US, TraceBuilder
 
@@ -435,6 +435,12 @@ def _replicate(trace: Trace, copies: int) -> Trace:
         for f in dataclasses.fields(trace)
         if isinstance(getattr(trace, f.name), np.ndarray)
     }
+    for f in dataclasses.fields(trace):  # the allocator's totals: their rows, per copy
+        sparse = getattr(trace, f.name)
+        if isinstance(sparse, SparseColumn):
+            offsets = np.repeat(np.arange(copies, dtype=np.int64) * len(trace), len(sparse.rows))
+            rows = np.tile(sparse.rows, copies) + offsets
+            cols[f.name] = SparseColumn(len(trace) * copies, rows, np.tile(sparse.values, copies))
     cols["ts_ns"] = cols["ts_ns"] + shift * span
     corr = cols["correlation"]
     cols["correlation"] = np.where(corr != NO_ID, corr + shift * id_span, NO_ID)

@@ -229,9 +229,10 @@ class _Columns:
         self.ids = _IdMap(self.labels)
         self.kinds = _KindMap()
         self.phases = _PhaseMap()
-        self.parts: dict[str, _Growing | _Sparse] = {
-            k: _Sparse() if k in SPARSE_COLUMNS else _Growing(t) for k, t in _COLUMN_TYPES.items()
+        self.parts: dict[str, _Growing] = {
+            k: _Growing(t) for k, t in _COLUMN_TYPES.items() if k not in SPARSE_COLUMNS
         }
+        self.sparse: dict[str, _Sparse] = {k: _Sparse() for k in SPARSE_COLUMNS}
         self.seen = 0  # events of any phase
         self.negative: list[tuple[str, int]] = []
         self.bad_time = 0
@@ -434,8 +435,10 @@ class _Columns:
         ext = c["external_id"]
         c["external_id"] = np.where(ext != NO_ID, ext, c["external_id_lower"])
         c["bytes"] = np.where(memory, c["alloc_bytes"], c["bytes"])
-        for key in _COLUMN_TYPES:
-            self.parts[key].append(c[key])
+        for key, part in self.parts.items():
+            part.append(c[key])
+        for key, sparse in self.sparse.items():
+            sparse.append(c[key])
         self.rows += int(phase.shape[0])
 
     def _add_ops(self, ops: _PieceOps) -> None:
@@ -489,27 +492,16 @@ class _Columns:
 
     def take_sparse(self, key: str) -> SparseColumn:
         """A column of `SPARSE_COLUMNS`, the store forgetting it."""
-        part = self.parts[key]
-        assert isinstance(part, _Sparse)
-        return part.take_sparse()
+        return self.sparse[key].take()
 
 
 class _Sparse:
-    """A column few rows have, filled piece by piece: the rows with a value and the values.
-
-    Same calls as `_Growing`; `array` gives the whole column (a new array each time).
-    """
+    """A column few rows have, filled piece by piece: the rows with a value and the values."""
 
     def __init__(self) -> None:
         self.n = 0
         self.rows: list[npt.NDArray[np.int64]] = []
         self.values: list[npt.NDArray[np.int64]] = []
-
-    def capacity(self) -> int:
-        return self.n
-
-    def reserve(self, rows: int) -> None:
-        """Nothing to reserve: the pieces' values are few."""
 
     def append(self, values: npt.NDArray[Any]) -> None:
         at = np.flatnonzero(values != NO_ID)
@@ -518,18 +510,10 @@ class _Sparse:
             self.values.append(values[at].astype(np.int64))
         self.n += int(values.shape[0])
 
-    def take_sparse(self) -> SparseColumn:
+    def take(self) -> SparseColumn:
         out = SparseColumn(self.n, _joined(self.rows, np.int64), _joined(self.values, np.int64))
         self.n, self.rows, self.values = 0, [], []
         return out
-
-    def array(self) -> npt.NDArray[Any]:
-        return SparseColumn(
-            self.n, _joined(self.rows, np.int64), _joined(self.values, np.int64)
-        ).dense()
-
-    def take(self) -> npt.NDArray[Any]:
-        return self.take_sparse().dense()
 
 
 class _Growing:

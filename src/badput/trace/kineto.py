@@ -47,7 +47,6 @@ from badput.errors import TraceFormatError
 from badput.trace import _fastscan, _pieces
 from badput.trace._files import file_problem
 from badput.trace._kineto_columns import (
-    _COLUMN_TYPES,
     SPARSE_COLUMNS,
     _Columns,
     _comm_meta,
@@ -454,9 +453,7 @@ def _build(path: str, columns: _Columns, document: _Document | None) -> Trace:
 
 def _trace_columns(columns: _Columns) -> dict[str, Any]:
     """The Trace's columns by field name, each taken from the store (held once)."""
-    out: dict[str, Any] = {
-        key: columns.take_column(key) for key in _COLUMN_TYPES if key not in SPARSE_COLUMNS
-    }
+    out: dict[str, Any] = {key: columns.take_column(key) for key in columns.parts}
     for key, field in SPARSE_COLUMNS.items():
         out[field] = columns.take_sparse(key)
     return out

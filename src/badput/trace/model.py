@@ -220,10 +220,15 @@ class OpArgs:
 
     def entries_of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
         """Index into this table of each of `rows` (Trace rows), -1 where a row has none."""
-        if not len(self):
-            return np.full(rows.shape, -1, dtype=np.intp)
-        at = np.minimum(np.searchsorted(self.row, rows), len(self) - 1)
-        return np.where(self.row[at] == rows, at, -1).astype(np.intp)
+        return _index_of(self.row, rows)
+
+
+def _index_of(sorted_rows: I64, rows: I64) -> npt.NDArray[np.intp]:
+    """Index in `sorted_rows` (ascending, unique) of each of `rows`, -1 where it is not."""
+    if sorted_rows.shape[0] == 0:
+        return np.full(rows.shape, -1, dtype=np.intp)
+    at = np.minimum(np.searchsorted(sorted_rows, rows), sorted_rows.shape[0] - 1)
+    return np.where(sorted_rows[at] == rows, at, -1).astype(np.intp)
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,11 +255,10 @@ class SparseColumn:
 
     def at(self, rows: npt.ArrayLike) -> I64:
         """The values of `rows` (any order), `NO_ID` where a row has none."""
-        rows = np.asarray(rows, dtype=np.int64)
+        i = _index_of(self.rows, np.asarray(rows, dtype=np.int64))
         if self.rows.shape[0] == 0:
-            return np.full(rows.shape, NO_ID, dtype=np.int64)
-        i = np.minimum(np.searchsorted(self.rows, rows), self.rows.shape[0] - 1)
-        return np.where(self.rows[i] == rows, self.values[i], NO_ID).astype(np.int64)
+            return np.full(i.shape, NO_ID, dtype=np.int64)
+        return np.where(i >= 0, self.values[i], NO_ID).astype(np.int64)
 
     def dense(self) -> I64:
         """The whole column: a new array of `n` rows."""
