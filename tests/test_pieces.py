@@ -393,3 +393,32 @@ def test_sparse_column_looks_up_any_rows() -> None:
     empty = SparseColumn.of(np.full(3, -1, dtype=np.int64))
     assert empty.at([0, 2]).tolist() == [-1, -1]
     assert empty.dense().tolist() == [-1, -1, -1] and len(empty) == 3
+
+
+def test_id_columns_are_int32_until_a_value_needs_int64(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pid..external_id are held as int32; a later piece's larger value widens that column."""
+    events = _events(400, seed=9)
+    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+    ids = ("pid", "tid", "device", "stream", "correlation", "external_id")
+    for trace in (_complete(path, monkeypatch), _fast(path, monkeypatch, piece=700, jobs=2)):
+        assert {getattr(trace, k).dtype.name for k in ids} == {"int32"}
+        assert trace.ts_ns.dtype == trace.bytes.dtype == np.int64
+    big_ext, big_tid = 2**40 + 3, -(2**35)
+    events[330] = (
+        '{"ph": "X", "cat": "cpu_op", "name": "late", "pid": 1, "tid": ' + str(big_tid) + ', '
+        '"ts": 3300, "dur": 5, "args": {"External id": ' + str(big_ext) + "}}"
+    )  # fmt: skip
+    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+    complete = _complete(path, monkeypatch)
+    for trace in (complete, _fast(path, monkeypatch, piece=700, jobs=2)):
+        assert trace.external_id.dtype == trace.tid.dtype == np.int64
+        assert trace.pid.dtype == trace.correlation.dtype == np.int32
+        late = trace.names.index("late")
+        row = int(np.flatnonzero(trace.name_id == late)[0])
+        assert (int(trace.external_id[row]), int(trace.tid[row])) == (big_ext, big_tid)
+        first = np.argsort(trace.ts_ns, kind="stable")[:5]  # rows before the widening: intact
+        assert trace.external_id[first].tolist() == complete.external_id[first].tolist()
+        assert set(trace.tid[trace.tid != big_tid].tolist()) <= {2, 7}
+    assert_same_trace(complete, _fast(path, monkeypatch, piece=700, jobs=1))

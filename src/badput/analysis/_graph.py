@@ -187,7 +187,7 @@ def _last_at_or_before(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, after: boo
     if key_a.shape[0] == 0 or key_q.shape[0] == 0:
         return out
     times = np.concatenate([t_a, t_q])
-    keys = np.concatenate([key_a, key_q])
+    keys = np.concatenate([key_a, key_q]).astype(np.int64, copy=False)
     t_lo, k_lo = int(times.min()), int(keys.min())
     width = int(times.max()) - t_lo + 1
     if (int(keys.max()) - k_lo + 1) * width >= 1 << 62:  # dense ranks where the span is wide
@@ -398,7 +398,8 @@ def _merged(key: I64, start: I64, end: I64) -> tuple[tuple[I64, I64], I64]:
     lo = int(min(start.min(), end.min()))
     width = int(max(start.max(), end.max())) - lo + 1
     # Running maximum of the ends within each key (keys apart by more than any time).
-    reach = np.maximum.accumulate((end - lo) + key * width) - key * width + lo
+    wide = key.astype(np.int64, copy=False) * width
+    reach = np.maximum.accumulate((end - lo) + wide) - wide + lo
     new = np.ones(key.shape[0], dtype=np.bool_)
     new[1:] = (key[1:] != key[:-1]) | (start[1:] > reach[:-1])
     first = np.flatnonzero(new)

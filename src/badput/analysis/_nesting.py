@@ -25,6 +25,7 @@ except ImportError:  # an install without a C compiler (the extension is optiona
     _paths = None
 
 I64 = npt.NDArray[np.int64]
+Ids = npt.NDArray[np.signedinteger[Any]]  # any width (Trace id columns may be int32)
 Bools = npt.NDArray[np.bool_]
 
 
@@ -57,7 +58,7 @@ def _event_keys(g: I64, start: I64, end: I64) -> I64:
     if g_width * width * 3 >= _KEY_LIMIT or abs(lo) >= _KEY_LIMIT:
         ranks = np.unique(np.concatenate([start, end]), return_inverse=True)[1].astype(np.int64)
         start, end, lo, width = ranks[:n], ranks[n:], 0, int(ranks.max()) + 1
-    base = g - g_lo
+    base = g.astype(np.int64) - g_lo  # g may be a Trace id column, held as int32
     base *= width
     base -= lo
     keys = np.empty(2 * n, dtype=np.int64)
@@ -343,7 +344,7 @@ def take(values: npt.NDArray[np.integer], index: I64) -> I64:
     return found
 
 
-def dense_ids(x: I64) -> I64:
+def dense_ids(x: Ids) -> I64:
     """Dense id of each value, in the values' order.
 
     Rows come in runs of one value (one thread's events): only the run heads are sorted.
@@ -362,14 +363,14 @@ def dense_ids(x: I64) -> I64:
     return np.repeat(ids, np.diff(np.append(at, n)))
 
 
-def dense_pairs(a: I64, b: I64) -> I64:
-    """Dense id of each (a, b) pair, in lexicographic order of the pairs."""
+def dense_pairs(a: Ids, b: Ids) -> I64:
+    """Dense id of each (a, b) pair, in lexicographic order of the pairs (ids of any width)."""
     if a.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
     a_lo, b_lo = int(a.min()), int(b.min())
     b_width = int(b.max()) - b_lo + 1
     if (int(a.max()) - a_lo + 1) * b_width < _KEY_LIMIT:
-        return dense_ids((a - a_lo) * b_width + (b - b_lo))
+        return dense_ids((a.astype(np.int64) - a_lo) * b_width + (b - b_lo))
     order = np.lexsort((b, a))
     sa, sb = a[order], b[order]
     step = np.empty(a.shape[0], dtype=np.int64)
@@ -380,7 +381,7 @@ def dense_pairs(a: I64, b: I64) -> I64:
     return ids
 
 
-def find_by_key_time(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, exact: bool) -> I64:
+def find_by_key_time(key_a: Ids, t_a: I64, key_q: Ids, t_q: I64, *, exact: bool) -> I64:
     """For each query, an index into the `a` arrays with the same key, or NO_ID.
 
     exact: the first `a` (in input order) at exactly the query's time. Else the latest `a` at

@@ -366,7 +366,9 @@ class _Canon:
 def _pair_key(a: I64, b: I64) -> tuple[I64, I64]:
     """Dense ids of (a, b) pairs of non-negative ints, with the distinct pairs' keys."""
     width = int(b.max()) + 1 if b.size else 1
-    return distinct(a * width + b, (int(a.max()) + 1) * width if a.size else 1)
+    return distinct(
+        a.astype(np.int64, copy=False) * width + b, (int(a.max()) + 1) * width if a.size else 1
+    )
 
 
 def _weighted_top(group: I64, item: I64, weight: I64, n_groups: int) -> list[list[tuple[int, int]]]:

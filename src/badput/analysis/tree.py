@@ -93,7 +93,7 @@ class _Threads:
         if self._dense is not None:
             dense: I64 = self._dense[rows]
             return dense
-        key: I64 = self._pid[rows]
+        key: I64 = self._pid[rows].astype(np.int64)  # the id columns may be int32
         key -= self._pid_lo
         key *= self._width
         key += self._tid[rows]

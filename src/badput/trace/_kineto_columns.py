@@ -120,6 +120,11 @@ _COLUMN_TYPES: dict[str, type[np.generic]] = {
     "total_reserved": np.int64,
 }
 
+#: Identifier columns, held as int32 while every value fits (half the memory of int64); a
+#: value beyond it widens the column to int64 from then on. Times, lengths and byte counts
+#: stay int64 (they are summed and subtracted).
+NARROW_COLUMNS = frozenset(("pid", "tid", "device", "stream", "correlation", "external_id"))
+
 #: Columns that few rows have (memory events' allocator totals): kept as `SparseColumn`s, by
 #: the name of their Trace field.
 SPARSE_COLUMNS: dict[str, str] = {
@@ -230,7 +235,9 @@ class _Columns:
         self.kinds = _KindMap()
         self.phases = _PhaseMap()
         self.parts: dict[str, _Growing] = {
-            k: _Growing(t) for k, t in _COLUMN_TYPES.items() if k not in SPARSE_COLUMNS
+            k: _Growing(t, narrow=k in NARROW_COLUMNS)
+            for k, t in _COLUMN_TYPES.items()
+            if k not in SPARSE_COLUMNS
         }
         self.sparse: dict[str, _Sparse] = {k: _Sparse() for k in SPARSE_COLUMNS}
         self.seen = 0  # events of any phase
@@ -525,14 +532,18 @@ class _Growing:
     touched, so it is address space, not memory. Without a reservation, or past it, the
     buffer grows by half at a time.
 
+    A `narrow` int64 column is held as int32 until the first piece with a value beyond it, and
+    as int64 from then on (the rows so far copied over once).
+
     A column whose every row holds one value (the allocator totals of a trace recorded
     without `profile_memory`, a single process's pid) holds no buffer at all: it counts rows
     until a piece brings another value, and is given out as that value broadcast, read-only.
     """
 
-    def __init__(self, dtype: type[np.generic]) -> None:
-        self.dtype = dtype
-        self.buf: npt.NDArray[Any] = np.zeros(0, dtype=dtype)
+    def __init__(self, dtype: type[np.generic], narrow: bool = False) -> None:
+        self.narrow = narrow and dtype is np.int64  # held as int32 for now
+        self.dtype: type[np.generic] = np.int32 if self.narrow else dtype
+        self.buf: npt.NDArray[Any] = np.zeros(0, dtype=self.dtype)
         self.n = 0
         self.room = 0  # rows reserved, held in `buf` once it is in use
         self.same: Any = None  # the one value of every row so far, while `buf` is unused
@@ -559,6 +570,8 @@ class _Growing:
         end = self.n + values.shape[0]
         if values.shape[0] == 0:
             return
+        if self.narrow and not _fits_int32(values):
+            self._widen()
         if self.n == 0 or self.same is not None:
             first = values[0]
             if (self.n == 0 or first == self.same) and bool((values == first).all()):
@@ -578,6 +591,16 @@ class _Growing:
                 return
         self._resize(max(rows, self.buf.shape[0] * 3 // 2, 1024))
 
+    def _widen(self) -> None:
+        """int64 from here on: the buffer in use (its reserved room kept) copied over."""
+        self.dtype, self.narrow = np.int64, False
+        if self.same is None:
+            buf = np.empty(self.buf.shape[0], dtype=self.dtype)
+            buf[: self.n] = self.buf[: self.n]
+            self.buf = buf
+        else:
+            self.buf = np.zeros(0, dtype=self.dtype)
+
     def _spread(self) -> None:
         """Into a buffer: the rows so far, all `same`, written out."""
         same, self.same = self.same, None
@@ -596,6 +619,16 @@ class _Growing:
         out = self.array()
         self.buf, self.n, self.room, self.same = np.zeros(0, dtype=self.dtype), 0, 0, None
         return out
+
+
+_INT32 = np.iinfo(np.int32)
+
+
+def _fits_int32(values: npt.NDArray[Any]) -> bool:
+    """Whether int32 holds every one of the (integer) `values`."""
+    if values.dtype.itemsize <= 4:
+        return True
+    return bool(_INT32.min <= int(values.min()) and int(values.max()) <= _INT32.max)
 
 
 def _joined(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:

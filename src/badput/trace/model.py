@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -26,6 +26,10 @@ __all__ = [
 ]
 
 I64 = npt.NDArray[np.int64]
+#: An id column (pid, tid, device, stream, correlation, external_id): int32 where every
+#: value fits (the Kineto reader's choice), else int64. Widen before arithmetic that may pass
+#: int32 (keys built from ids and times).
+Ids = npt.NDArray[np.signedinteger[Any]]
 I32 = npt.NDArray[np.int32]
 I8 = npt.NDArray[np.int8]
 
@@ -279,7 +283,9 @@ class Trace:
     """Events of one trace file as parallel columns (one row per event).
 
     Times are integer nanoseconds on the trace's own clock. Integer columns hold `NO_ID` where
-    an event lacks the field. Names are interned: `names[name_id[i]]` is row i's name.
+    an event lacks the field. Names are interned: `names[name_id[i]]` is row i's name. The id
+    columns (pid, tid, device, stream, correlation, external_id: `Ids`) may be int32, half the
+    memory, where every value fits; times, lengths and bytes are int64.
 
     Attributes:
         path: the file the trace came from.
@@ -327,12 +333,12 @@ class Trace:
     ts_ns: I64
     dur_ns: I64
     name_id: I32
-    pid: I64
-    tid: I64
-    device: I64
-    stream: I64
-    correlation: I64
-    external_id: I64
+    pid: Ids
+    tid: Ids
+    device: Ids
+    stream: Ids
+    correlation: Ids
+    external_id: Ids
     bytes: I64
     allocated_totals: SparseColumn
     reserved_totals: SparseColumn
@@ -368,11 +374,13 @@ class Trace:
         """
         return self.reserved_totals.dense()
 
-    @functools.cached_property
+    @property
     def end_ns(self) -> I64:
-        """End time of each row (`ts_ns + dur_ns`): computed once, read-only."""
-        end = self.ts_ns + self.dur_ns
-        end.flags.writeable = False  # shared by every caller: none may change it in place
+        """End time of each row (`ts_ns + dur_ns`): a new array per call.
+
+        Not kept: a row-sized column that a few analyses need briefly (each takes it once).
+        """
+        end: I64 = self.ts_ns + self.dur_ns
         return end
 
     def mask(self, *kinds: EventKind) -> npt.NDArray[np.bool_]:
