@@ -931,9 +931,22 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         host = (g.chain_type == HOST) | (g.chain_type == DEPENDENCY)
         base["host_edge"] = np.flatnonzero(host).astype(np.int32)
     chain_ok = base["chain_ok"]
+    host_edge = base["host_edge"]
+    host_change = bool(host_edge.shape[0]) and bool(change.host_rows.shape[0] or change.all_host)
+    if host_change:  # first: its node-sized arrays are gone before the weights are copied
+        spans = change.keep_host_rows if change.all_host else change.host_rows
+        key = np.asarray(spans, dtype=np.int64).tobytes()
+        if key not in cp._spans:
+            cp._spans.clear()  # one set of spans kept: the findings ask for one or two
+            at_node, at_start = _span_time(trace, g, spans)
+            edges_in = at_node[host_edge]
+            edges_in -= at_node[g.chain_pred[host_edge]]
+            leads_in = at_node[g.lead_nodes] - at_start[g.chains_of(g.lead_nodes)]
+            del at_node, at_start
+            cp._spans[key] = (edges_in, leads_in)
     edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
     chain_w = g.chain_weight_ns.copy()  # 0 where no chain edge (`build_graph`)
-    edge_w = g.edge_weight_ns.copy()
+    edge_w = g.edge_weight_ns  # the graph's own unless launch delays go (not changed in place)
     lead = g.lead_ns.copy()
     if change.gpu_rows.shape[0]:
         rows = np.asarray(change.gpu_rows, dtype=np.int64)
@@ -948,16 +961,7 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         del gpu_row
         v = gpu[hit]
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
-    host_edge = base["host_edge"]
-    if host_edge.shape[0] and (change.host_rows.shape[0] or change.all_host):
-        spans = change.keep_host_rows if change.all_host else change.host_rows
-        key = np.asarray(spans, dtype=np.int64).tobytes()
-        if key not in cp._spans:
-            cp._spans.clear()  # one set of spans kept: the findings ask for one or two
-            at_node, at_start = _span_time(trace, g, spans)
-            edges_in = at_node[host_edge] - at_node[g.chain_pred[host_edge]]
-            leads_in = at_node[g.lead_nodes] - at_start[g.chains_of(g.lead_nodes)]
-            cp._spans[key] = (edges_in, leads_in)
+    if host_change:
         edges_in, leads_in = cp._spans[key]
         chain_w[host_edge] = _shrunk(change, edges_in, chain_w[host_edge])
         lead = _shrunk(change, leads_in, lead)
@@ -968,7 +972,7 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         call_end = ~g.node_start & unblocked[g.node_event]
         edge_ok &= ~((g.edge_type == SYNC) & call_end[g.edge_dst])
     if change.no_launch_delay:
-        edge_w[g.edge_type == LAUNCH_DELAY] = 0
+        edge_w = np.where(g.edge_type == LAUNCH_DELAY, 0, edge_w)
     return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w, lead).max())
 
 
