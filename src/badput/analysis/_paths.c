@@ -60,7 +60,8 @@ static int get_all(PyObject **o, buf *bs, int n, const Py_ssize_t *size, int fir
  * and lead_ns: nodes a path may begin at with that much time before them. dist_out[v]: length
  * of the longest path ending at v; best_out[v]: -1 (the path starts at v, after its lead),
  * -2 (it arrives by v's chain edge) or the index of the cross edge it arrives by; best_out
- * None: the distances alone. */
+ * None: the distances alone. dist_out may be wchain itself (a what-if's scratch weights):
+ * wchain[v] is read once, at v, before dist_out[v] is written. */
 #define N_ARGS 12
 static PyObject *longest(PyObject *self, PyObject *args) {
     PyObject *o[N_ARGS];

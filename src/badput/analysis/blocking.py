@@ -194,7 +194,7 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     copy, at = copy[mine], at[mine]
     own_end = np.full(cand.shape[0], np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(own_end, at, end[copy])
-    nbytes = t.bytes[copy]
+    nbytes = t.byte_counts.at(copy)
     copy_bytes = np.full(cand.shape[0], -1, dtype=np.int64)
     sized = nbytes >= 0
     np.maximum.at(copy_bytes, at[sized], 0)

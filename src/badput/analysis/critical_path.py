@@ -125,6 +125,8 @@ _BLOCK_HOPS = 8
 _MAX_ROUNDS = 4 * _BLOCK_HOPS + 8
 #: Nodes per block of a what-if's span time (`_span_time`): bounds its temporaries.
 _SPAN_BLOCK_NODES = 1 << 20
+#: Host edges whose what-if weights are made at once (`what_if`).
+_SHRINK_BLOCK = 1 << 18
 
 
 @dataclass(frozen=True, eq=False)
@@ -460,14 +462,21 @@ def _distances(
     edge_w: I64 | None = None,
     lead: I64 | None = None,
     with_best: bool = True,
+    scratch: bool = False,
 ) -> tuple[I64, I64 | None]:
     """Longest-path distance to each node and its best in-edge (see `_longest`), by C.
 
     `chain_w` / `edge_w` / `lead` replace the graph's weights (a what-if). Without
     `with_best` the distances alone (None for the in-edges: an array of nodes not made).
+    With `scratch`, `chain_w` is the caller's to overwrite: the distances are written over
+    it (the pass reads a node's weight before it writes the node's distance), not into a
+    second node-sized array.
     """
     n = len(g)
-    dist = np.zeros(n, dtype=np.int64)
+    if scratch and chain_w is not None and _own_int64(chain_w):
+        dist = chain_w
+    else:
+        dist = np.zeros(n, dtype=np.int64)
     best = np.zeros(n, dtype=np.int64) if with_best else None
     wait = g.edge_type == EVENT_WAIT
     c_paths().longest(
@@ -487,6 +496,11 @@ def _distances(
     return dist, best
 
 
+def _own_int64(a: I64) -> bool:
+    """Whether the C pass can write into `a` as it is (contiguous, writable int64)."""
+    return a.dtype == np.int64 and bool(a.flags.c_contiguous) and bool(a.flags.writeable)
+
+
 def _lengths(
     g: DependencyGraph,
     chain_ok: Bools,
@@ -494,10 +508,14 @@ def _lengths(
     chain_w: I64 | None = None,
     edge_w: I64 | None = None,
     lead: I64 | None = None,
+    scratch: bool = False,
 ) -> I64:
-    """Longest-path distance to each node (C where built, else numpy)."""
+    """Longest-path distance to each node (C where built, else numpy).
+
+    `scratch`: `chain_w` may be overwritten (see `_distances`).
+    """
     if _use_c():
-        return _distances(g, chain_ok, edge_ok, chain_w, edge_w, lead, with_best=False)[0]
+        return _distances(g, chain_ok, edge_ok, chain_w, edge_w, lead, False, scratch)[0]
     return _longest(g, chain_ok, edge_ok, chain_w, edge_w, lead)[0]
 
 
@@ -940,7 +958,10 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
             cp._spans.clear()  # one set of spans kept: the findings ask for one or two
             at_node, at_start = _span_time(trace, g, spans)
             edges_in = at_node[host_edge]
-            edges_in -= at_node[g.chain_pred[host_edge]]
+            for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # in blocks: no temporaries
+                edges_in[a : a + _SHRINK_BLOCK] -= at_node[  # of all host edges at once
+                    g.chain_pred[host_edge[a : a + _SHRINK_BLOCK]]
+                ]
             leads_in = at_node[g.lead_nodes] - at_start[g.chains_of(g.lead_nodes)]
             del at_node, at_start
             cp._spans[key] = (edges_in, leads_in)
@@ -963,7 +984,9 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
     if host_change:
         edges_in, leads_in = cp._spans[key]
-        chain_w[host_edge] = _shrunk(change, edges_in, chain_w[host_edge])
+        for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # a block at a time: no copies
+            edges = host_edge[a : a + _SHRINK_BLOCK]  # of all host edges' weights at once
+            chain_w[edges] = _shrunk(change, edges_in[a : a + _SHRINK_BLOCK], chain_w[edges])
         lead = _shrunk(change, leads_in, lead)
     if change.unblock_rows.shape[0]:
         # The calls' end nodes: by event (half as many as nodes), host events only.
@@ -973,7 +996,7 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         edge_ok &= ~((g.edge_type == SYNC) & call_end[g.edge_dst])
     if change.no_launch_delay:
         edge_w = np.where(g.edge_type == LAUNCH_DELAY, 0, edge_w)
-    return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w, lead).max())
+    return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w, lead, scratch=True).max())
 
 
 def _shrunk(change: GraphChange, inside: I64, w: I64) -> I64:

@@ -311,7 +311,7 @@ def pageable_memcpy(ctx: DeviceContext) -> Finding | None:
         return None
     exposed = ctx.spans(rows).intersect(ctx.timeline.exposed_memory).total_ns()
     savings = ctx.per_step(exposed)
-    moved = t.bytes[rows]
+    moved = t.byte_counts.at(rows)
     known = moved >= 0
     busy = int(t.dur_ns[rows][known].sum())
     evidence = {
@@ -475,7 +475,7 @@ def memory_churn(ctx: DeviceContext) -> Finding | None:
         return None
     idle = ctx.spans(calls).intersect(ctx.timeline.idle).total_ns() if calls.shape[0] else 0
     savings = ctx.per_step(idle)
-    allocs = int((t.bytes[events] > 0).sum())
+    allocs = int((t.byte_counts.at(events) > 0).sum())
     evidence = {
         "driver_allocation_calls_per_step": Evidence(round(calls.shape[0] / ctx.n_steps, 2)),
         "gpu_idle_in_them_per_step": ms(savings),

@@ -125,9 +125,10 @@ _COLUMN_TYPES: dict[str, type[np.generic]] = {
 #: stay int64 (they are summed and subtracted).
 NARROW_COLUMNS = frozenset(("pid", "tid", "device", "stream", "correlation", "external_id"))
 
-#: Columns that few rows have (memory events' allocator totals): kept as `SparseColumn`s, by
-#: the name of their Trace field.
+#: Columns that few rows have (copies' and memory events' byte counts, the allocator's
+#: totals): kept as `SparseColumn`s, by the name of their Trace field.
 SPARSE_COLUMNS: dict[str, str] = {
+    "bytes": "byte_counts",
     "total_allocated": "allocated_totals",
     "total_reserved": "reserved_totals",
 }

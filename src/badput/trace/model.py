@@ -285,7 +285,8 @@ class Trace:
     Times are integer nanoseconds on the trace's own clock. Integer columns hold `NO_ID` where
     an event lacks the field. Names are interned: `names[name_id[i]]` is row i's name. The id
     columns (pid, tid, device, stream, correlation, external_id: `Ids`) may be int32, half the
-    memory, where every value fits; times, lengths and bytes are int64.
+    memory, where every value fits; times and lengths are int64. Columns few rows have (byte
+    counts, allocator totals) are `SparseColumn`s.
 
     Attributes:
         path: the file the trace came from.
@@ -302,8 +303,9 @@ class Trace:
         stream: CUDA stream for GPU rows (`args.stream`, else tid), else `NO_ID`.
         correlation: launch correlation id (flow id for flow rows), else `NO_ID`.
         external_id: the op id linking GPU work to the CPU op that launched it, else `NO_ID`.
-        bytes: bytes moved by a memcpy/memset (`args.bytes`); for a memory row the bytes
-            allocated (> 0) or freed (< 0); else `NO_ID`.
+        byte_counts: bytes moved by a memcpy/memset (`args.bytes`); for a memory row the
+            bytes allocated (> 0) or freed (< 0); `NO_ID` on other rows (`SparseColumn`: few
+            rows have one); `bytes` is the whole column.
         allocated_totals: allocator's allocated bytes after each memory row (`SparseColumn`);
             `total_allocated` is the whole column.
         reserved_totals: allocator's reserved bytes after each memory row (`SparseColumn`);
@@ -339,7 +341,7 @@ class Trace:
     stream: Ids
     correlation: Ids
     external_id: Ids
-    bytes: I64
+    byte_counts: SparseColumn
     allocated_totals: SparseColumn
     reserved_totals: SparseColumn
     names: list[str]
@@ -357,6 +359,14 @@ class Trace:
     def __len__(self) -> int:
         """Number of rows."""
         return int(self.kind.shape[0])
+
+    @property
+    def bytes(self) -> I64:
+        """Bytes of each copy, memset or memory row, else `NO_ID`: a new array per call.
+
+        `byte_counts` holds just the rows that have one.
+        """
+        return self.byte_counts.dense()
 
     @property
     def total_allocated(self) -> I64:

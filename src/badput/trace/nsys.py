@@ -803,7 +803,7 @@ def _build(
         stream=cols["stream"],
         correlation=cols["correlation"],
         external_id=none,
-        bytes=cols["bytes"],
+        byte_counts=SparseColumn.of(cols["bytes"]),
         allocated_totals=SparseColumn.of(none),
         reserved_totals=SparseColumn.of(none),
         names=list(reader.names),
