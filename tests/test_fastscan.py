@@ -244,3 +244,95 @@ def test_scanner_values() -> None:
     names = [scanned.strings[i] for i in scanned.column("name", np.int32).tolist()]
     assert names == ["ké", "[memory]", "ac2g"]
     assert scanned.labels == ["stream 7"]
+
+
+# Keys the scanner matches as they stand (_scan.c event_key / args_key), their near misses
+# (a prefix, one more byte, another case) and the escaped spellings of them.
+_NEAR_KEYS = ["ph", "p", "phx", "pid", "pi", "pidd", "tid", "ts", "t", "tss", "name", "nam",
+              "names", "cat", "cats", "dur", "du", "id", "i", "ids", "args", "arg", "s", "bp",
+              "Ph", "PH", "Name", "Args"]  # fmt: skip
+_NEAR_ARGS = ["device", "devic", "devices", "Device", "Device Id", "Device Ids", "Device Type",
+              "Device Typ", "stream", "streams", "correlation", "correlatio", "External id",
+              "External ID", "external id", "external ts", "Ev Idx", "bytes", "Bytes", "byte",
+              "block", "blocks per SM", "Total Allocated", "Total Allocate", "Total Reserved",
+              "Sequence number", "Sequence numbers", "Fwd thread id", "Collective name",
+              "Collective nam", "wait_on_stream", "wait_on_streams", "Input Dims", "Input Dim",
+              "Input type", "Input Strides", "Concrete Inputs", "grid", "gri", "q", "Python id",
+              "Python parent id", "Record function id", "cbid", "context", "queued",
+              "est. achieved occupancy %"]  # fmt: skip
+
+
+@needs_c
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    keys=st.lists(st.sampled_from(_NEAR_KEYS), min_size=1, max_size=6),
+    arg_keys=st.lists(st.sampled_from(_NEAR_ARGS), min_size=0, max_size=8),
+    values=st.lists(st.sampled_from(['7', '"7"', "[1,2]", "null", '"X"', "1.5", "{}"]),
+                    min_size=14, max_size=14),
+    compact=st.booleans(),
+)  # fmt: skip
+def test_near_miss_keys_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keys: list[str], arg_keys: list[str],
+    values: list[str], compact: bool,
+) -> None:  # fmt: skip
+    sep = "," if compact else ", "
+    colon = ":" if compact else ": "
+    members = [f'"ph"{colon}"X"', f'"ts"{colon}5', f'"dur"{colon}2']
+    members += [f'"{k}"{colon}{values[i % 14]}' for i, k in enumerate(keys)]
+    args = [f'"{k}"{colon}{values[(i + 3) % 14]}' for i, k in enumerate(arg_keys)]
+    members.append(f'"args"{colon}{{{sep.join(args)}}}')
+    event = "{" + sep.join(members) + "}"
+    path = tmp_path / "t.json"
+    # The event last, its closing brace the text's last byte but two: keys near the end.
+    path.write_text('{"traceEvents": [' + event + sep + event + "]}")
+    try:
+        c = _read(path, True, monkeypatch)
+    except Exception as e:  # the same error from both paths
+        with pytest.raises(type(e)) as info:
+            _read(path, False, monkeypatch)
+        assert str(info.value) == str(e)
+        return
+    assert_same(c, _read(path, False, monkeypatch))
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[{"p\\u0068": "X", "ts": 1}]',  # an escaped event key
+        b'[{"ph": "X", "ts": 1, "args": {"devic\\u0065": 0}}]',  # an escaped args key
+        b'[{"ph": "X", "ts": 1, "args": {"\\u0064evice": 0}}]',
+    ],
+)
+def test_escaped_known_keys_are_refused(text: bytes) -> None:
+    assert _fastscan.scan(text) is None
+
+
+@needs_c
+def test_scanner_takes_each_known_key_exactly() -> None:
+    # Each known key beside a near miss that must not be taken for it.
+    text = (
+        b'[{"ph":"X","phx":"f","pid":3,"pidd":9,"tid":4,"tss":8,"ts":10,"dur":2,"du":7,'
+        b'"id":5,"ids":1,"cat":"kernel","cats":"x","name":"k","nam":"j","args":{"devices":6,'
+        b'"device":1,"stream":2,"streams":9,"correlation":11,"correlatio":12,'
+        b'"External ID":13,"External id":14,"Device":15,"Device Ids":16,"Device Id":0,'
+        b'"Bytes":-4,"byte":17,"Total Allocate":18,"Total Allocated":19}}]'
+    )
+    scanned = _fastscan.scan(text)
+    assert scanned is not None
+    assert scanned.column("pid", np.int64).tolist() == [3]
+    assert scanned.column("tid", np.int64).tolist() == [4]
+    assert scanned.column("ts", np.int64).tolist() == [10000]
+    assert scanned.column("dur", np.int64).tolist() == [2000]
+    assert scanned.column("id", np.int64).tolist() == [5]
+    assert scanned.column("device", np.int64).tolist() == [1]
+    assert scanned.column("stream", np.int64).tolist() == [2]
+    assert scanned.column("correlation", np.int64).tolist() == [11]
+    assert scanned.column("ext", np.int64).tolist() == [14]
+    assert scanned.column("device_id", np.int64).tolist() == [0]
+    assert scanned.column("alloc_bytes", np.int64).tolist() == [-4]
+    assert scanned.column("total_allocated", np.int64).tolist() == [19]
+    assert [scanned.strings[i] for i in scanned.column("name", np.int32).tolist()] == ["k"]
+    assert [scanned.strings[i] for i in scanned.column("cat", np.int32).tolist()] == ["kernel"]

@@ -75,20 +75,46 @@ typedef struct {
     column order;   /* slot pointers in id order: (ptr, len) pairs */
 } interner;
 
-/* Eight bytes a step (shape lists run to a few hundred bytes, and every row has a name). */
+/* Four independent lanes of eight bytes a step (kernel names and shape lists run to
+ * hundreds of bytes, and every row has a name): the multiplies of one step do not wait on
+ * each other. */
+#define HASH_M1 0xFF51AFD7ED558CCDULL
+#define HASH_M2 0xC4CEB9FE1A85EC53ULL
+static inline uint64_t hash_step(uint64_t h, uint64_t w) {
+    h = (h ^ w) * HASH_M1;
+    return h ^ (h >> 32);
+}
+
 static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    if (n >= 32) {
+        uint64_t h1 = 0x243F6A8885A308D3ULL, h2 = 0x13198A2E03707344ULL,
+                 h3 = 0xA4093822299F31D0ULL;
+        do {
+            uint64_t w0, w1, w2, w3;
+            memcpy(&w0, p, 8);
+            memcpy(&w1, p + 8, 8);
+            memcpy(&w2, p + 16, 8);
+            memcpy(&w3, p + 24, 8);
+            h = hash_step(h, w0);
+            h1 = hash_step(h1, w1);
+            h2 = hash_step(h2, w2);
+            h3 = hash_step(h3, w3);
+            p += 32;
+            n -= 32;
+        } while (n >= 32);
+        h = hash_step(hash_step(hash_step(h, h1), h2), h3);
+    }
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-        h ^= h >> 32;
+        h = hash_step(h, w);
         p += 8;
         n -= 8;
     }
     uint64_t w = 0;
     for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)(unsigned char)p[i] << (8 * i);
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    h = (h ^ w) * HASH_M2;
     return h ^ (h >> 29);
 }
 
@@ -393,9 +419,183 @@ static int scan_id(cursor *c, interner *labels, int64_t *value, int32_t *label) 
     return scan_int(c, value);
 }
 
-/* The length is the literal's, a constant: the compiler inlines the compare. */
-#define KEY_IS(k, n, lit) \
-    ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k), (lit), sizeof(lit) - 1) == 0)
+/* Where the key at c->p (at its opening quote) is the text `lit` (given with its closing
+ * quote): move past it and be true. Bytes are compared, so a match is that key exactly (no
+ * literal holds a backslash); an escaped spelling of the same key does not match and takes
+ * the general way (scan_string), which refuses it. */
+#define TAKE_KEY(c, lit)                                   \
+    ((c)->end - (c)->p > (Py_ssize_t)(sizeof(lit) - 1) && \
+     same_bytes((c)->p + 1, (lit), sizeof(lit) - 1) && ((c)->p += sizeof(lit), 1))
+
+/* memcmp(p, lit, n) == 0 for a short constant n, in a few word compares (overlapping where n
+ * is not a multiple of the word); the compiler folds the literal's words. */
+static ALWAYS_INLINE int same_bytes(const char *p, const char *lit, size_t n) {
+    if (n >= 8) {
+        uint64_t a, b;
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&a, p + i, 8);
+            memcpy(&b, lit + i, 8);
+            if (a != b) return 0;
+        }
+        memcpy(&a, p + n - 8, 8);
+        memcpy(&b, lit + n - 8, 8);
+        return a == b;
+    }
+    if (n >= 4) {
+        uint32_t a, b, x, y;
+        memcpy(&a, p, 4);
+        memcpy(&b, lit, 4);
+        memcpy(&x, p + n - 4, 4);
+        memcpy(&y, lit + n - 4, 4);
+        return a == b && x == y;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != lit[i]) return 0;
+    return 1;
+}
+
+/* The keys of an event that the scanner reads; EK_OTHER for any other (its value skipped). */
+enum { EK_OTHER, EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_ID, EK_TS, EK_DUR, EK_ARGS };
+
+/* The key of an event's member, the cursor moved past its closing quote; -1 where it is not
+ * a string, or an escaped one (msgspec decodes those). Kineto's keys are matched as they
+ * stand, without scanning the string first; any other key is scanned (EK_OTHER). */
+static int event_key(cursor *c) {
+    if (c->p >= c->end || *c->p != '"') return -1;
+    if (c->end - c->p > 1) {
+        switch (c->p[1]) {
+            case 'p':
+                if (TAKE_KEY(c, "ph\"")) return EK_PH;
+                if (TAKE_KEY(c, "pid\"")) return EK_PID;
+                break;
+            case 't':
+                if (TAKE_KEY(c, "ts\"")) return EK_TS;
+                if (TAKE_KEY(c, "tid\"")) return EK_TID;
+                break;
+            case 'n':
+                if (TAKE_KEY(c, "name\"")) return EK_NAME;
+                break;
+            case 'c':
+                if (TAKE_KEY(c, "cat\"")) return EK_CAT;
+                break;
+            case 'd':
+                if (TAKE_KEY(c, "dur\"")) return EK_DUR;
+                break;
+            case 'i':
+                if (TAKE_KEY(c, "id\"")) return EK_ID;
+                break;
+            case 'a':
+                if (TAKE_KEY(c, "args\"")) return EK_ARGS;
+                break;
+            case 's':
+                if (TAKE_KEY(c, "s\"")) return EK_OTHER;
+                break;
+            case 'b':
+                if (TAKE_KEY(c, "bp\"")) return EK_OTHER;
+                break;
+        }
+    }
+    const char *k;
+    Py_ssize_t kn;
+    if (scan_string(c, &k, &kn) < 0 || c->escaped) return -1;
+    return EK_OTHER; /* every key read above has matched as it stands */
+}
+
+/* The keys of an event's args that the scanner reads; AK_OTHER for any other. */
+enum { AK_OTHER, AK_DEVICE, AK_STREAM, AK_CORRELATION, AK_EXT, AK_EXT_LOWER, AK_BYTES,
+       AK_ALLOC_BYTES, AK_TOTAL_ALLOCATED, AK_TOTAL_RESERVED, AK_DEVICE_ID, AK_DEVICE_TYPE,
+       AK_SEQ, AK_FWD, AK_COLL, AK_DIMS, AK_TYPES, AK_STRIDES, AK_CONCRETE };
+
+/* The key of an args member, as event_key does it. Kineto's other frequent keys (kernel
+ * launch facts, Python ids, trace names) are matched too, to skip scanning them. */
+static int args_key(cursor *c) {
+    if (c->p >= c->end || *c->p != '"') return -1;
+    if (c->end - c->p > 1) {
+        switch (c->p[1]) {
+            case 'd':
+                if (TAKE_KEY(c, "device\"")) return AK_DEVICE;
+                break;
+            case 's':
+                if (TAKE_KEY(c, "stream\"")) return AK_STREAM;
+                if (TAKE_KEY(c, "shared memory\"")) return AK_OTHER;
+                break;
+            case 'c':
+                if (TAKE_KEY(c, "correlation\"")) return AK_CORRELATION;
+                if (TAKE_KEY(c, "cbid\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "context\"")) return AK_OTHER;
+                break;
+            case 'E':
+                if (TAKE_KEY(c, "External id\"")) return AK_EXT;
+                if (TAKE_KEY(c, "Ev Idx\"")) return AK_OTHER;
+                break;
+            case 'e':
+                if (TAKE_KEY(c, "external id\"")) return AK_EXT_LOWER;
+                if (TAKE_KEY(c, "external ts\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "est. achieved occupancy %\"")) return AK_OTHER;
+                break;
+            case 'b':
+                if (TAKE_KEY(c, "bytes\"")) return AK_BYTES;
+                if (TAKE_KEY(c, "blocks per SM\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "block\"")) return AK_OTHER;
+                break;
+            case 'B':
+                if (TAKE_KEY(c, "Bytes\"")) return AK_ALLOC_BYTES;
+                break;
+            case 'T':
+                if (TAKE_KEY(c, "Total Allocated\"")) return AK_TOTAL_ALLOCATED;
+                if (TAKE_KEY(c, "Total Reserved\"")) return AK_TOTAL_RESERVED;
+                if (TAKE_KEY(c, "Trace name\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "Trace iteration\"")) return AK_OTHER;
+                break;
+            case 'D':
+                if (TAKE_KEY(c, "Device Id\"")) return AK_DEVICE_ID;
+                if (TAKE_KEY(c, "Device Type\"")) return AK_DEVICE_TYPE;
+                if (TAKE_KEY(c, "Device\"")) return AK_OTHER;
+                break;
+            case 'S':
+                if (TAKE_KEY(c, "Sequence number\"")) return AK_SEQ;
+                break;
+            case 'F':
+                if (TAKE_KEY(c, "Fwd thread id\"")) return AK_FWD;
+                break;
+            case 'C':
+                if (TAKE_KEY(c, "Collective name\"")) return AK_COLL;
+                if (TAKE_KEY(c, "Concrete Inputs\"")) return AK_CONCRETE;
+                if (TAKE_KEY(c, "Call stack\"")) return AK_OTHER;
+                break;
+            case 'w':
+                if (TAKE_KEY(c, "wait_on_stream\"")) return AK_COLL;
+                if (TAKE_KEY(c, "wait_on_cuda_event_record_corr_id\"")) return AK_COLL;
+                if (TAKE_KEY(c, "warps per SM\"")) return AK_OTHER;
+                break;
+            case 'I':
+                if (TAKE_KEY(c, "Input Dims\"")) return AK_DIMS;
+                if (TAKE_KEY(c, "Input type\"")) return AK_TYPES;
+                if (TAKE_KEY(c, "Input Strides\"")) return AK_STRIDES;
+                break;
+            case 'q':
+                if (TAKE_KEY(c, "queued\"")) return AK_OTHER;
+                break;
+            case 'r':
+                if (TAKE_KEY(c, "registers per thread\"")) return AK_OTHER;
+                break;
+            case 'g':
+                if (TAKE_KEY(c, "grid\"")) return AK_OTHER;
+                break;
+            case 'P':
+                if (TAKE_KEY(c, "Python id\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "Python parent id\"")) return AK_OTHER;
+                break;
+            case 'R':
+                if (TAKE_KEY(c, "Record function id\"")) return AK_OTHER;
+                break;
+        }
+    }
+    const char *k;
+    Py_ssize_t kn;
+    if (scan_string(c, &k, &kn) < 0 || c->escaped) return -1;
+    return AK_OTHER; /* every key read above has matched as it stands */
+}
 
 typedef struct {
     int64_t device, stream, correlation, ext, ext_lower, bytes, alloc_bytes, total_allocated,
@@ -414,13 +614,6 @@ typedef struct {
 
 static const op_t NO_OP = {{NULL, NULL, NULL, NULL}, {0, 0, 0, 0}, NO_ID, NO_ID};
 
-static int op_list(const char *k, Py_ssize_t kn) {
-    if (KEY_IS(k, kn, "Input Dims")) return OP_DIMS;
-    if (KEY_IS(k, kn, "Input type")) return OP_TYPES;
-    if (KEY_IS(k, kn, "Input Strides")) return OP_STRIDES;
-    if (KEY_IS(k, kn, "Concrete Inputs")) return OP_CONCRETE;
-    return -1;
-}
 
 /* has_coll is set when the args hold a "Collective name" key (NCCL metadata) or a key that
  * names the record a cuda_sync row waited on. */
@@ -433,38 +626,39 @@ static int scan_args(cursor *c, args_t *a, int *has_coll, op_t *op) {
         return 0;
     }
     for (;;) {
-        const char *k;
-        Py_ssize_t kn;
         skip_ws(c);
-        if (scan_string(c, &k, &kn) < 0) return -1;
-        if (c->escaped) return -1; /* an escaped key: let msgspec decode it */
+        int key = args_key(c);
+        if (key < 0) return -1;
         skip_ws(c);
         if (c->p >= c->end || *c->p != ':') return -1;
         c->p++;
         skip_ws(c);
         int64_t *target = NULL;
-        if (KEY_IS(k, kn, "device")) target = &a->device;
-        else if (KEY_IS(k, kn, "stream")) target = &a->stream;
-        else if (KEY_IS(k, kn, "correlation")) target = &a->correlation;
-        else if (KEY_IS(k, kn, "External id")) target = &a->ext;
-        else if (KEY_IS(k, kn, "external id")) target = &a->ext_lower;
-        else if (KEY_IS(k, kn, "bytes")) target = &a->bytes;
-        else if (KEY_IS(k, kn, "Bytes")) target = &a->alloc_bytes;
-        else if (KEY_IS(k, kn, "Total Allocated")) target = &a->total_allocated;
-        else if (KEY_IS(k, kn, "Total Reserved")) target = &a->total_reserved;
-        else if (KEY_IS(k, kn, "Device Id")) target = &a->device_id;
-        else if (KEY_IS(k, kn, "Device Type")) target = &a->device_type;
-        else if (KEY_IS(k, kn, "Sequence number")) target = &op->seq;
-        else if (KEY_IS(k, kn, "Fwd thread id")) target = &op->fwd;
+        switch (key) {
+            case AK_DEVICE: target = &a->device; break;
+            case AK_STREAM: target = &a->stream; break;
+            case AK_CORRELATION: target = &a->correlation; break;
+            case AK_EXT: target = &a->ext; break;
+            case AK_EXT_LOWER: target = &a->ext_lower; break;
+            case AK_BYTES: target = &a->bytes; break;
+            case AK_ALLOC_BYTES: target = &a->alloc_bytes; break;
+            case AK_TOTAL_ALLOCATED: target = &a->total_allocated; break;
+            case AK_TOTAL_RESERVED: target = &a->total_reserved; break;
+            case AK_DEVICE_ID: target = &a->device_id; break;
+            case AK_DEVICE_TYPE: target = &a->device_type; break;
+            case AK_SEQ: target = &op->seq; break;
+            case AK_FWD: target = &op->fwd; break;
+        }
         if (target) {
             if (scan_int(c, target) < 0) return -1;
         } else {
-            int list = (k[0] == 'I' || k[0] == 'C') ? op_list(k, kn) : -1;
+            int list = key == AK_DIMS       ? OP_DIMS
+                       : key == AK_TYPES    ? OP_TYPES
+                       : key == AK_STRIDES  ? OP_STRIDES
+                       : key == AK_CONCRETE ? OP_CONCRETE
+                                            : -1;
             const char *start = c->p;
-            if (KEY_IS(k, kn, "Collective name")) *has_coll = 1;
-            else if (k[0] == 'w' && (KEY_IS(k, kn, "wait_on_stream") ||
-                                     KEY_IS(k, kn, "wait_on_cuda_event_record_corr_id")))
-                *has_coll = 1;
+            if (key == AK_COLL) *has_coll = 1;
             if (skip_value(c, 2) < 0) return -1;
             if (list >= 0) { /* a repeated key: the last one counts, as in msgspec */
                 op->ptr[list] = *start == '[' ? start : NULL;
@@ -536,58 +730,68 @@ static int scan_event(cursor *c, scan_state *st) {
         c->p++;
     } else {
         for (;;) {
-            const char *k;
-            Py_ssize_t kn;
             skip_ws(c);
-            if (scan_string(c, &k, &kn) < 0) return -1;
-            if (c->escaped) return -1; /* an escaped key: let msgspec decode it */
+            int key = event_key(c);
+            if (key < 0) return -1;
             skip_ws(c);
             if (c->p >= c->end || *c->p != ':') return -1;
             c->p++;
             skip_ws(c);
             int rc = 0;
-            if (KEY_IS(k, kn, "ph")) {
-                const char *s;
-                Py_ssize_t n;
-                rc = scan_string(c, &s, &n);
-                if (rc == 0) phase = phase_code(s, n);
-            } else if (KEY_IS(k, kn, "cat") || KEY_IS(k, kn, "name")) {
-                const char *s;
-                Py_ssize_t n;
-                rc = scan_string(c, &s, &n); /* null or a number: refused */
-                if (rc == 0) {
-                    int32_t v = intern(&st->strings, s, n);
-                    if (v < 0) return -1;
-                    if (k[0] == 'c') {
-                        cat = v;
-                    } else {
-                        name = v;
-                        name_ptr = s;
-                        name_len = n;
-                    }
+            switch (key) {
+                case EK_PH: {
+                    const char *s;
+                    Py_ssize_t n;
+                    rc = scan_string(c, &s, &n);
+                    if (rc == 0) phase = phase_code(s, n);
+                    break;
                 }
-            } else if (KEY_IS(k, kn, "pid")) {
-                rc = scan_id(c, &st->labels, &pid, &pid_label);
-            } else if (KEY_IS(k, kn, "tid")) {
-                rc = scan_id(c, &st->labels, &tid, &tid_label);
-            } else if (KEY_IS(k, kn, "id")) {
-                rc = scan_id(c, &st->labels, &id, &id_label);
-            } else if (KEY_IS(k, kn, "ts")) {
-                rc = scan_us(c, &ts);
-                has_ts = 1;
-            } else if (KEY_IS(k, kn, "dur")) {
-                rc = scan_us(c, &dur);
-                has_dur = 1;
-            } else if (KEY_IS(k, kn, "args")) {
-                args_ptr = c->p;
-                /* a repeated "args" key: the last one counts, as in msgspec */
-                has_coll = 0;
-                a = NO_ARGS;
-                op = NO_OP;
-                rc = scan_args(c, &a, &has_coll, &op);
-                args_len = (int64_t)(c->p - args_ptr);
-            } else {
-                rc = skip_value(c, 1);
+                case EK_CAT:
+                case EK_NAME: {
+                    const char *s;
+                    Py_ssize_t n;
+                    rc = scan_string(c, &s, &n); /* null or a number: refused */
+                    if (rc == 0) {
+                        int32_t v = intern(&st->strings, s, n);
+                        if (v < 0) return -1;
+                        if (key == EK_CAT) {
+                            cat = v;
+                        } else {
+                            name = v;
+                            name_ptr = s;
+                            name_len = n;
+                        }
+                    }
+                    break;
+                }
+                case EK_PID:
+                    rc = scan_id(c, &st->labels, &pid, &pid_label);
+                    break;
+                case EK_TID:
+                    rc = scan_id(c, &st->labels, &tid, &tid_label);
+                    break;
+                case EK_ID:
+                    rc = scan_id(c, &st->labels, &id, &id_label);
+                    break;
+                case EK_TS:
+                    rc = scan_us(c, &ts);
+                    has_ts = 1;
+                    break;
+                case EK_DUR:
+                    rc = scan_us(c, &dur);
+                    has_dur = 1;
+                    break;
+                case EK_ARGS:
+                    args_ptr = c->p;
+                    /* a repeated "args" key: the last one counts, as in msgspec */
+                    has_coll = 0;
+                    a = NO_ARGS;
+                    op = NO_OP;
+                    rc = scan_args(c, &a, &has_coll, &op);
+                    args_len = (int64_t)(c->p - args_ptr);
+                    break;
+                default:
+                    rc = skip_value(c, 1);
             }
             if (rc < 0) return -1;
             skip_ws(c);
