@@ -54,6 +54,18 @@ I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
 
+
+def _used_ids(local: npt.NDArray[np.int32], count: int) -> list[int]:
+    """The distinct values of `local` (ids below `count`, or -1 for none), ascending, -1 first.
+
+    As `np.unique(local).tolist()`, by marking a table of `count` + 1 slots (-1 marks the last)
+    instead of sorting or hashing the column.
+    """
+    seen = np.zeros(count + 1, dtype=np.bool_)
+    seen[local] = True
+    found: list[int] = np.flatnonzero(seen[:-1]).tolist()
+    return [-1, *found] if seen[-1] else found
+
 class _Interner(dict[str, int]):
     """Name -> dense id, assigning the next id on first sight."""
 
@@ -326,7 +338,7 @@ class _Columns:
         cat_kind = np.array([self.kinds[t] for t in texts] + [self.kinds[""]], dtype=np.int8)
         local_name = scanned.column("name", np.int32)
         name_map = np.full(len(texts) + 1, -1, dtype=np.int32)
-        for local in np.unique(local_name).tolist():
+        for local in _used_ids(local_name, len(texts)):
             name_map[local] = self.names[texts[local] if local >= 0 else ""]
         flow = (phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)
         # Map only the labels kept rows use, so that both decode paths know the same labels.
@@ -334,7 +346,7 @@ class _Columns:
         if flow.any():
             used.append(scanned.column("id_label", np.int32)[flow])
         label_ids = np.full(len(scanned.labels) + 1, NO_ID, dtype=np.int64)
-        for local in np.unique(np.concatenate(used)).tolist():
+        for local in _used_ids(np.concatenate(used), len(scanned.labels)):
             if local >= 0:
                 label_ids[local] = self.ids[scanned.labels[local]]
 
