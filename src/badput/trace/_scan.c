@@ -35,15 +35,24 @@ typedef struct {
     char *data;
     size_t len;  /* bytes used */
     size_t cap;
+    PyObject *owner; /* a bytes object whose buffer `data` was (scan_events), or NULL */
+    int borrowed;    /* `data` is owner's buffer: returned as it is, never freed here */
 } column;
 
 static int col_grow(column *c, size_t size) {
     size_t cap = c->cap ? c->cap * 2 : 4096;
     while (cap < c->len + size) cap *= 2;
-    char *data = realloc(c->data, cap);
+    char *data;
+    if (c->borrowed) { /* leave the bytes object's buffer: it cannot grow without the GIL */
+        data = malloc(cap);
+        if (data && c->len) memcpy(data, c->data, c->len);
+    } else {
+        data = realloc(c->data, cap);
+    }
     if (!data) return -1;
     c->data = data;
     c->cap = cap;
+    c->borrowed = 0;
     return 0;
 }
 
@@ -686,6 +695,17 @@ enum { COL_PHASE, COL_CAT, COL_NAME, COL_PID, COL_PID_LABEL, COL_TID, COL_TID_LA
        COL_META_ROW, COL_META_OFF, COL_META_LEN, COL_OP_ROW, COL_OP_DIMS, COL_OP_TYPES,
        COL_OP_STRIDES, COL_OP_CONCRETE, COL_OP_SEQ, COL_OP_FWD, N_COLS };
 
+/* Bytes per row of each column, in enum order. */
+static const unsigned char COL_SIZE[N_COLS] = {
+    1, 4, 4, 8, 4, 8, 4, 8, 1, 8, 1, 8, 4,  /* phase .. id_label */
+    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,        /* device .. device_type */
+    8, 8, 8,                                /* meta_row, meta_off, meta_len */
+    8, 4, 4, 4, 4, 8, 8};                   /* op_row .. op_fwd */
+
+/* The columns every kept row fills (phase .. device_type): written at the row's index, with
+ * one check for room per row; their `len` is set from `rows` when read (rows_done). */
+#define N_ROW_COLS COL_META_ROW
+
 typedef struct {
     column cols[N_COLS];
     interner strings; /* cat and name */
@@ -693,7 +713,27 @@ typedef struct {
     interner values;  /* raw texts of the shape-argument lists of kept rows */
     Py_ssize_t seen;
     const char *base; /* start of the input: meta_off counts from here */
+    size_t rows;      /* kept rows */
+    size_t room;      /* rows the row columns hold without growing */
 } scan_state;
+
+/* Set the row columns' `len` from the rows kept. */
+static void rows_done(scan_state *st) {
+    for (int i = 0; i < N_ROW_COLS; i++) st->cols[i].len = st->rows * COL_SIZE[i];
+}
+
+/* Room for one more row in every row column; st->room rows then fit. */
+static int row_room(scan_state *st) {
+    size_t room = SIZE_MAX;
+    rows_done(st);
+    for (int i = 0; i < N_ROW_COLS; i++) {
+        column *c = &st->cols[i];
+        if (c->len + COL_SIZE[i] > c->cap && col_grow(c, COL_SIZE[i]) < 0) return -1;
+        if (c->cap / COL_SIZE[i] < room) room = c->cap / COL_SIZE[i];
+    }
+    st->room = room;
+    return 0;
+}
 
 static int phase_code(const char *s, Py_ssize_t n) {
     if (n != 1) return -1;
@@ -812,33 +852,37 @@ static int scan_event(cursor *c, scan_state *st) {
     if (phase < 0) return 0;
     if (phase == 4 && !(name_len == 8 && memcmp(name_ptr, "[memory]", 8) == 0)) return 0;
     int8_t ph8 = (int8_t)phase;
-    if (col_push(&st->cols[COL_PHASE], &ph8, 1) < 0 ||
-        col_push(&st->cols[COL_CAT], &cat, 4) < 0 ||
-        col_push(&st->cols[COL_NAME], &name, 4) < 0 ||
-        col_push(&st->cols[COL_PID], &pid, 8) < 0 ||
-        col_push(&st->cols[COL_PID_LABEL], &pid_label, 4) < 0 ||
-        col_push(&st->cols[COL_TID], &tid, 8) < 0 ||
-        col_push(&st->cols[COL_TID_LABEL], &tid_label, 4) < 0 ||
-        col_push(&st->cols[COL_TS], &ts, 8) < 0 ||
-        col_push(&st->cols[COL_HAS_TS], &has_ts, 1) < 0 ||
-        col_push(&st->cols[COL_DUR], &dur, 8) < 0 ||
-        col_push(&st->cols[COL_HAS_DUR], &has_dur, 1) < 0 ||
-        col_push(&st->cols[COL_ID], &id, 8) < 0 ||
-        col_push(&st->cols[COL_ID_LABEL], &id_label, 4) < 0 ||
-        col_push(&st->cols[COL_DEVICE], &a.device, 8) < 0 ||
-        col_push(&st->cols[COL_STREAM], &a.stream, 8) < 0 ||
-        col_push(&st->cols[COL_CORRELATION], &a.correlation, 8) < 0 ||
-        col_push(&st->cols[COL_EXT], &a.ext, 8) < 0 ||
-        col_push(&st->cols[COL_EXT_LOWER], &a.ext_lower, 8) < 0 ||
-        col_push(&st->cols[COL_BYTES], &a.bytes, 8) < 0 ||
-        col_push(&st->cols[COL_ALLOC_BYTES], &a.alloc_bytes, 8) < 0 ||
-        col_push(&st->cols[COL_TOTAL_ALLOCATED], &a.total_allocated, 8) < 0 ||
-        col_push(&st->cols[COL_TOTAL_RESERVED], &a.total_reserved, 8) < 0 ||
-        col_push(&st->cols[COL_DEVICE_ID], &a.device_id, 8) < 0 ||
-        col_push(&st->cols[COL_DEVICE_TYPE], &a.device_type, 8) < 0)
-        return -1;
+    if (st->rows >= st->room && row_room(st) < 0) return -1;
+    size_t r = st->rows++;
+/* The value at row r of a row column (its type's size is the column's). */
+#define PUT(col, v) memcpy(st->cols[col].data + r * sizeof(v), &(v), sizeof(v))
+    PUT(COL_PHASE, ph8);
+    PUT(COL_CAT, cat);
+    PUT(COL_NAME, name);
+    PUT(COL_PID, pid);
+    PUT(COL_PID_LABEL, pid_label);
+    PUT(COL_TID, tid);
+    PUT(COL_TID_LABEL, tid_label);
+    PUT(COL_TS, ts);
+    PUT(COL_HAS_TS, has_ts);
+    PUT(COL_DUR, dur);
+    PUT(COL_HAS_DUR, has_dur);
+    PUT(COL_ID, id);
+    PUT(COL_ID_LABEL, id_label);
+    PUT(COL_DEVICE, a.device);
+    PUT(COL_STREAM, a.stream);
+    PUT(COL_CORRELATION, a.correlation);
+    PUT(COL_EXT, a.ext);
+    PUT(COL_EXT_LOWER, a.ext_lower);
+    PUT(COL_BYTES, a.bytes);
+    PUT(COL_ALLOC_BYTES, a.alloc_bytes);
+    PUT(COL_TOTAL_ALLOCATED, a.total_allocated);
+    PUT(COL_TOTAL_RESERVED, a.total_reserved);
+    PUT(COL_DEVICE_ID, a.device_id);
+    PUT(COL_DEVICE_TYPE, a.device_type);
+#undef PUT
     if (has_coll) {
-        int64_t row = (int64_t)st->cols[COL_PHASE].len - 1; /* 1 byte per row */
+        int64_t row = (int64_t)r;
         int64_t off = (int64_t)(args_ptr - st->base);
         if (col_push(&st->cols[COL_META_ROW], &row, 8) < 0 ||
             col_push(&st->cols[COL_META_OFF], &off, 8) < 0 ||
@@ -847,7 +891,7 @@ static int scan_event(cursor *c, scan_state *st) {
     }
     if (op.ptr[OP_DIMS] || op.ptr[OP_TYPES] || op.ptr[OP_STRIDES] || op.ptr[OP_CONCRETE] ||
         op.seq != NO_ID || op.fwd != NO_ID) {
-        int64_t row = (int64_t)st->cols[COL_PHASE].len - 1;
+        int64_t row = (int64_t)r;
         int32_t ids[N_OP_LISTS];
         for (int i = 0; i < N_OP_LISTS; i++) {
             ids[i] = op.ptr[i] ? intern(&st->values, op.ptr[i], op.len[i]) : NO_ID;
@@ -865,25 +909,29 @@ static int scan_event(cursor *c, scan_state *st) {
     return 1;
 }
 
-/* Bytes per row of each column, in enum order. */
-static const unsigned char COL_SIZE[N_COLS] = {
-    1, 4, 4, 8, 4, 8, 4, 8, 1, 8, 1, 8, 4,  /* phase .. id_label */
-    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,        /* device .. device_type */
-    8, 8, 8,                                /* meta_row, meta_off, meta_len */
-    8, 4, 4, 4, 4, 8, 8};                   /* op_row .. op_fwd */
-
 /* Room for `rows` rows in every column, so that none grows (and copies) while scanning. A
  * kept event takes at least 10 bytes of text ({"ph":"X"}), so text_len / 10 + 1 rows never
- * run out; pages that stay unused are never touched, so they cost no memory. */
-static int reserve_columns(scan_state *st, size_t rows) {
+ * run out; pages that stay unused are never touched, so they cost no memory. The room is in
+ * bytes objects that the result then holds as they are (shrunk to their length), so that no
+ * column is copied into one. With the GIL; -1 (an exception set) on failure. A column that
+ * outgrew its room would still grow (col_grow), and be copied. */
+static int reserve_owned(scan_state *st, size_t rows) {
     for (int i = 0; i < N_COLS; i++) {
-        if (st->cols[i].cap == 0 && col_grow(&st->cols[i], rows * COL_SIZE[i]) < 0) return -1;
+        column *c = &st->cols[i];
+        c->owner = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(rows * COL_SIZE[i]));
+        if (!c->owner) return -1;
+        c->data = PyBytes_AS_STRING(c->owner);
+        c->cap = rows * COL_SIZE[i];
+        c->borrowed = 1;
     }
     return 0;
 }
 
 static void state_free(scan_state *st) {
-    for (int i = 0; i < N_COLS; i++) free(st->cols[i].data);
+    for (int i = 0; i < N_COLS; i++) {
+        if (!st->cols[i].borrowed) free(st->cols[i].data);
+        Py_XDECREF(st->cols[i].owner);
+    }
     free(st->strings.slots);
     free(st->strings.order.data);
     free(st->labels.slots);
@@ -982,11 +1030,21 @@ static int scan_array(cursor *c, scan_state *st) {
 
 /* The result tuple: the columns, the string tables, the count of events seen; NULL on error. */
 static PyObject *columns_tuple(scan_state *st, Py_ssize_t extra) {
+    rows_done(st);
     PyObject *result = PyTuple_New(N_COLS + 4 + extra);
     if (!result) return NULL;
     for (int i = 0; i < N_COLS; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(st->cols[i].data ? st->cols[i].data : "",
-                                                (Py_ssize_t)st->cols[i].len);
+        column *c = &st->cols[i];
+        PyObject *b;
+        if (c->borrowed) { /* its own bytes object, shrunk to the length used */
+            b = c->owner;
+            c->owner = NULL;
+            c->data = NULL;
+            c->borrowed = 0;
+            if (_PyBytes_Resize(&b, (Py_ssize_t)c->len) < 0) b = NULL;
+        } else {
+            b = PyBytes_FromStringAndSize(c->data ? c->data : "", (Py_ssize_t)c->len);
+        }
         if (!b) {
             Py_DECREF(result);
             return NULL;
@@ -1050,16 +1108,14 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     cursor c = {(const char *)view.buf + start, (const char *)view.buf + view.len, 0};
     const char *at = c.p, *value_end = c.p;
     int status = RUN_MALFORMED;
-    int reserved;
-    Py_BEGIN_ALLOW_THREADS
-    reserved = reserve_columns(&st, (size_t)(view.len - start) / 10 + 1);
-    if (reserved == 0) status = scan_run(&c, &st, first, &at, &value_end);
-    Py_END_ALLOW_THREADS
-    if (reserved < 0) {
+    if (reserve_owned(&st, (size_t)(view.len - start) / 10 + 1) < 0) {
         state_free(&st);
         PyBuffer_Release(&view);
-        return PyErr_NoMemory();
+        return NULL;
     }
+    Py_BEGIN_ALLOW_THREADS
+    status = scan_run(&c, &st, first, &at, &value_end);
+    Py_END_ALLOW_THREADS
     PyObject *result = columns_tuple(&st, 3);
     if (result) {
         PyObject *a = PyLong_FromSsize_t((Py_ssize_t)(at - st.base));
