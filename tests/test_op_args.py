@@ -62,8 +62,12 @@ def _rows(ops: OpArgs | None) -> list[Row] | None:
 
 
 def _assert_well_formed(ops: OpArgs) -> None:
-    assert ops.row.dtype.name == "int64" and ops.sequence.dtype.name == "int64"
-    assert ops.dims.dtype.name == "int32" and ops.concrete.dtype.name == "int32"
+    # Small where the values allow: int32, and a column of NO_ID alone broadcast, no buffer.
+    for col in (ops.row, ops.dims, ops.types, ops.strides, ops.concrete, ops.sequence,
+                ops.fwd_tid):  # fmt: skip
+        assert col.dtype.name == "int32"
+        if len(ops) > 1 and (col == NO_ID).all():
+            assert col.strides == (0,) and not col.flags.writeable
     assert (ops.row[1:] > ops.row[:-1]).all(), "rows ascending, each once"
     for ids in (ops.dims, ops.types, ops.strides, ops.concrete):
         assert ((ids >= NO_ID) & (ids < len(ops.values))).all()
@@ -515,3 +519,16 @@ def test_scanner_strings(names: list[str]) -> None:
     # a raw control character inside a string is not JSON
     assert _fastscan.scan(b'[{"ph": "X", "name": "abcdefghij\x01klmnop", "ts": 1}]') is None
     assert _fastscan.scan(b'[{"ph": "X", "name": "abcdefghijklmnop') is None
+
+
+def test_a_narrow_table_finds_wide_rows_exactly() -> None:
+    # An int32 table searched with int64 rows: rows past int32's range are clipped for the
+    # search and then fail the compare, never taken for the table's last (or first) row.
+    top = 2**31 - 1
+    i32 = np.array([-(2**31), 0, 5, top], dtype=np.int32)
+    none = np.full(4, NO_ID, dtype=np.int32)
+    ops = OpArgs(i32, none, none, none, none, none, none, [])
+    rows = np.array([5, top, top + 1, 2**40, -1, 0, -(2**31), -(2**31) - 1], dtype=np.int64)
+    assert ops.entries_of(rows).tolist() == [2, 3, -1, -1, -1, 1, 0, -1]
+    wide = OpArgs(i32.astype(np.int64), none, none, none, none, none, none, [])
+    assert wide.entries_of(rows).tolist() == [2, 3, -1, -1, -1, 1, 0, -1]

@@ -198,6 +198,14 @@ class CriticalPath:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
+    def drop_what_if_caches(self) -> None:
+        """Forget what the what-ifs keep between calls; a later what-if makes them again.
+
+        Node-sized arrays: tens of MB on a trace of millions of events.
+        """
+        self._spans.clear()
+        self._what_if_base.clear()
+
     def compact(self) -> CriticalPath:
         """The path without its graph, rows and edges.
 

@@ -166,7 +166,9 @@ def diagnose_device(
         return []
     try:
         found = [f for rule in DEVICE_RULES if rule.check and (f := rule.check(ctx))]
-        return _rank(ctx.with_graph_savings(found))
+        ranked = _rank(ctx.with_graph_savings(found))
+        ctx.done_with_what_ifs()
+        return ranked
     finally:
         ctx.close()
 

@@ -66,6 +66,7 @@ class DeviceContext:
     _pending: dict[tuple[str, str, float], Future[float | None]] = field(
         default_factory=dict, init=False, repr=False
     )
+    _what_if_paths: list[CriticalPath] = field(default_factory=list, init=False, repr=False)
 
     @property
     def timeline(self) -> Timeline:
@@ -191,21 +192,27 @@ class DeviceContext:
         t = self.trace
         found: Counter[str] = Counter()
         ops = np.flatnonzero(t.kind == EventKind.CPU_OP)
+        if len(t) <= np.iinfo(np.int32).max:  # millions of ops: held small while sorting
+            ops = ops.astype(np.int32)
         op_tid = t.tid[ops]  # once, not per thread
         for tid in np.unique(t.tid[rows]).tolist():
             mine = ops[op_tid == tid]
             if mine.shape[0] == 0:
                 continue
-            order = np.lexsort((-t.dur_ns[mine], t.ts_ns[mine]))  # by start, longest first
-            mine = mine[order]
-            # Ends of these rows only (`Trace.end_ns` adds up every row of the trace).
+            # By start, longest first; each node-sized temporary goes once it is used.
             start = t.ts_ns[mine]
+            longest_first = -t.dur_ns[mine]
+            order = np.lexsort((longest_first, start))
+            del longest_first
+            mine, start = mine[order], start[order]
+            del order
+            # Ends of these rows only (`Trace.end_ns` adds up every row of the trace).
             end = start + t.dur_ns[mine]
-            reach = np.maximum.accumulate(end)
             top = np.ones(mine.shape[0], dtype=np.bool_)
-            top[1:] = start[1:] >= reach[:-1]  # not inside an earlier op: outermost
+            top[1:] = start[1:] >= np.maximum.accumulate(end)[:-1]  # not inside an earlier op
             top_rows = mine[top]
             top_start, top_end = start[top], end[top]
+            del mine, start, end, top
             calls = rows[t.tid[rows] == tid]
             call_start = t.ts_ns[calls]
             idx = np.searchsorted(top_start, call_start, side="right") - 1
@@ -283,6 +290,17 @@ class DeviceContext:
         if "_what_ifs" in self.__dict__:
             self._what_ifs.shutdown(wait=False, cancel_futures=True)
 
+    def done_with_what_ifs(self) -> None:
+        """After the findings' last what-if: stop the thread, drop the paths' what-if caches.
+
+        A what-if still running is awaited; what comes after reuses the caches' memory.
+        """
+        if "_what_ifs" in self.__dict__:
+            self._what_ifs.shutdown(wait=True, cancel_futures=True)
+        for cp in self._what_if_paths:
+            cp.drop_what_if_caches()
+        self._what_if_paths.clear()
+
     @property
     def _has_path(self) -> bool:
         return self.analysis.critical_path is not None or self.path is not None
@@ -292,6 +310,8 @@ class DeviceContext:
         cp = self.path.result() if self.path is not None else self.analysis.critical_path
         if cp is None:
             return None
+        if all(p is not cp for p in self._what_if_paths):
+            self._what_if_paths.append(cp)
         shorter = what_if(self.trace, cp, change)
         return None if shorter is None else self.per_step(max(cp.length_ns - shorter, 0))
 

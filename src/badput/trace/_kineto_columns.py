@@ -54,7 +54,6 @@ I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
 
-
 def _used_ids(local: npt.NDArray[np.int32], count: int) -> list[int]:
     """The distinct values of `local` (ids below `count`, or -1 for none), ascending, -1 first.
 
@@ -65,6 +64,7 @@ def _used_ids(local: npt.NDArray[np.int32], count: int) -> list[int]:
     seen[local] = True
     found: list[int] = np.flatnonzero(seen[:-1]).tolist()
     return [-1, *found] if seen[-1] else found
+
 
 class _Interner(dict[str, int]):
     """Name -> dense id, assigning the next id on first sight."""
@@ -657,9 +657,21 @@ def _op_args(columns: _Columns) -> OpArgs | None:
         return None
     table: dict[str, npt.NDArray[Any]] = {}
     for key, dtype in _OP_COLUMNS.items():
-        table[key] = _joined(parts[key], dtype)
+        table[key] = _narrow(_joined(parts[key], dtype))
         parts[key].clear()
     return OpArgs(**table, values=columns.op_values)
+
+
+def _narrow(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """An id column of the shape-argument table, held small.
+
+    One that is `NO_ID` on every row (strides and concrete inputs before PyTorch 2.1 recorded
+    them) as that one value broadcast (read-only, no buffer); else int32 where every value
+    fits (rows, sequence numbers and thread ids do); else as it is.
+    """
+    if values.shape[0] and bool((values == NO_ID).all()):
+        return np.broadcast_to(np.array(NO_ID, dtype=np.int32), values.shape)
+    return values.astype(np.int32) if _fits_int32(values) else values
 
 
 def _sync_waits(columns: _Columns) -> SyncWaits | None:

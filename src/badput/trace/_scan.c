@@ -35,24 +35,15 @@ typedef struct {
     char *data;
     size_t len;  /* bytes used */
     size_t cap;
-    PyObject *owner; /* a bytes object whose buffer `data` was (scan_events), or NULL */
-    int borrowed;    /* `data` is owner's buffer: returned as it is, never freed here */
 } column;
 
 static int col_grow(column *c, size_t size) {
     size_t cap = c->cap ? c->cap * 2 : 4096;
     while (cap < c->len + size) cap *= 2;
-    char *data;
-    if (c->borrowed) { /* leave the bytes object's buffer: it cannot grow without the GIL */
-        data = malloc(cap);
-        if (data && c->len) memcpy(data, c->data, c->len);
-    } else {
-        data = realloc(c->data, cap);
-    }
+    char *data = realloc(c->data, cap);
     if (!data) return -1;
     c->data = data;
     c->cap = cap;
-    c->borrowed = 0;
     return 0;
 }
 
@@ -911,27 +902,16 @@ static int scan_event(cursor *c, scan_state *st) {
 
 /* Room for `rows` rows in every column, so that none grows (and copies) while scanning. A
  * kept event takes at least 10 bytes of text ({"ph":"X"}), so text_len / 10 + 1 rows never
- * run out; pages that stay unused are never touched, so they cost no memory. The room is in
- * bytes objects that the result then holds as they are (shrunk to their length), so that no
- * column is copied into one. With the GIL; -1 (an exception set) on failure. A column that
- * outgrew its room would still grow (col_grow), and be copied. */
-static int reserve_owned(scan_state *st, size_t rows) {
+ * run out; pages that stay unused are never touched, so they cost no memory. */
+static int reserve_columns(scan_state *st, size_t rows) {
     for (int i = 0; i < N_COLS; i++) {
-        column *c = &st->cols[i];
-        c->owner = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(rows * COL_SIZE[i]));
-        if (!c->owner) return -1;
-        c->data = PyBytes_AS_STRING(c->owner);
-        c->cap = rows * COL_SIZE[i];
-        c->borrowed = 1;
+        if (st->cols[i].cap == 0 && col_grow(&st->cols[i], rows * COL_SIZE[i]) < 0) return -1;
     }
     return 0;
 }
 
 static void state_free(scan_state *st) {
-    for (int i = 0; i < N_COLS; i++) {
-        if (!st->cols[i].borrowed) free(st->cols[i].data);
-        Py_XDECREF(st->cols[i].owner);
-    }
+    for (int i = 0; i < N_COLS; i++) free(st->cols[i].data);
     free(st->strings.slots);
     free(st->strings.order.data);
     free(st->labels.slots);
@@ -1034,17 +1014,8 @@ static PyObject *columns_tuple(scan_state *st, Py_ssize_t extra) {
     PyObject *result = PyTuple_New(N_COLS + 4 + extra);
     if (!result) return NULL;
     for (int i = 0; i < N_COLS; i++) {
-        column *c = &st->cols[i];
-        PyObject *b;
-        if (c->borrowed) { /* its own bytes object, shrunk to the length used */
-            b = c->owner;
-            c->owner = NULL;
-            c->data = NULL;
-            c->borrowed = 0;
-            if (_PyBytes_Resize(&b, (Py_ssize_t)c->len) < 0) b = NULL;
-        } else {
-            b = PyBytes_FromStringAndSize(c->data ? c->data : "", (Py_ssize_t)c->len);
-        }
+        PyObject *b = PyBytes_FromStringAndSize(st->cols[i].data ? st->cols[i].data : "",
+                                                (Py_ssize_t)st->cols[i].len);
         if (!b) {
             Py_DECREF(result);
             return NULL;
@@ -1108,14 +1079,16 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     cursor c = {(const char *)view.buf + start, (const char *)view.buf + view.len, 0};
     const char *at = c.p, *value_end = c.p;
     int status = RUN_MALFORMED;
-    if (reserve_owned(&st, (size_t)(view.len - start) / 10 + 1) < 0) {
+    int reserved;
+    Py_BEGIN_ALLOW_THREADS
+    reserved = reserve_columns(&st, (size_t)(view.len - start) / 10 + 1);
+    if (reserved == 0) status = scan_run(&c, &st, first, &at, &value_end);
+    Py_END_ALLOW_THREADS
+    if (reserved < 0) {
         state_free(&st);
         PyBuffer_Release(&view);
-        return NULL;
+        return PyErr_NoMemory();
     }
-    Py_BEGIN_ALLOW_THREADS
-    status = scan_run(&c, &st, first, &at, &value_end);
-    Py_END_ALLOW_THREADS
     PyObject *result = columns_tuple(&st, 3);
     if (result) {
         PyObject *a = PyLong_FromSsize_t((Py_ssize_t)(at - st.base));

@@ -166,7 +166,9 @@ class OpArgs:
     distinct texts millions of times), and decodes a text only when an analysis asks for it
     (`value`), once.
 
-    Only rows whose args hold at least one of these keys are listed, in row order.
+    Only rows whose args hold at least one of these keys are listed, in row order. The reader
+    holds the integer columns small: int32 where every value fits, and a column that is
+    `NO_ID` on every row as that one value broadcast (read-only).
 
     Attributes:
         row: the Trace row of each entry, ascending.
@@ -179,13 +181,13 @@ class OpArgs:
         values: the interned raw JSON texts, as they appear in the file.
     """
 
-    row: I64
+    row: Ids
     dims: I32
     types: I32
     strides: I32
     concrete: I32
-    sequence: I64
-    fwd_tid: I64
+    sequence: Ids
+    fwd_tid: Ids
     values: list[bytes]
     # init=False: a copy (`dataclasses.replace`, as redaction makes) starts with an empty
     # cache, never the decoded values of the texts it replaced.
@@ -222,16 +224,22 @@ class OpArgs:
         cache[index] = value
         return value
 
-    def entries_of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+    def entries_of(self, rows: Ids) -> npt.NDArray[np.intp]:
         """Index into this table of each of `rows` (Trace rows), -1 where a row has none."""
         return _index_of(self.row, rows)
 
 
-def _index_of(sorted_rows: I64, rows: I64) -> npt.NDArray[np.intp]:
+def _index_of(sorted_rows: Ids, rows: Ids) -> npt.NDArray[np.intp]:
     """Index in `sorted_rows` (ascending, unique) of each of `rows`, -1 where it is not."""
     if sorted_rows.shape[0] == 0:
         return np.full(rows.shape, -1, dtype=np.intp)
-    at = np.minimum(np.searchsorted(sorted_rows, rows), sorted_rows.shape[0] - 1)
+    keys = rows
+    if sorted_rows.dtype.itemsize < rows.dtype.itemsize:
+        # Searched in the table's own type (numpy would copy the whole table to the wider
+        # one): a row past its range is clipped to the nearest, then fails the compare below.
+        info = np.iinfo(sorted_rows.dtype)
+        keys = np.clip(rows, info.min, info.max).astype(sorted_rows.dtype)
+    at = np.minimum(np.searchsorted(sorted_rows, keys), sorted_rows.shape[0] - 1)
     return np.where(sorted_rows[at] == rows, at, -1).astype(np.intp)
 
 
