@@ -342,17 +342,21 @@ class _Columns:
             name_map[local] = self.names[texts[local] if local >= 0 else ""]
         flow = (phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)
         # Map only the labels kept rows use, so that both decode paths know the same labels.
-        used = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
-        if flow.any():
-            used.append(scanned.column("id_label", np.int32)[flow])
         label_ids = np.full(len(scanned.labels) + 1, NO_ID, dtype=np.int64)
-        for local in _used_ids(np.concatenate(used), len(scanned.labels)):
-            if local >= 0:
-                label_ids[local] = self.ids[scanned.labels[local]]
+        if scanned.labels:
+            used = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
+            if flow.any():
+                used.append(scanned.column("id_label", np.int32)[flow])
+            for local in _used_ids(np.concatenate(used), len(scanned.labels)):
+                if local >= 0:
+                    label_ids[local] = self.ids[scanned.labels[local]]
 
         def ident(key: str) -> I64:
+            value = scanned.column(key, np.int64)
+            if not scanned.labels:  # no string ids in the piece: every label is NO_ID
+                return value
             label = scanned.column(f"{key}_label", np.int32)
-            return np.where(label >= 0, label_ids[label], scanned.column(key, np.int64))
+            return np.where(label >= 0, label_ids[label], value)
 
         correlation = scanned.column("correlation", np.int64)
         if flow.any():
@@ -446,7 +450,7 @@ class _Columns:
             self.negative.append((self._name(int(name_id[first])), int(ts_ns[first])))
             self.negative.extend([("", 0)] * (negative.size - 1))
         dur_ns[phase != FlowPhase.COMPLETE] = 0
-        gpu_side = np.isin(kind, _GPU_SIDE)
+        gpu_side = _GPU_SIDE_KINDS[kind.view(np.uint8)]
         device, stream = c["device"], c["stream"]
         device = np.where(gpu_side, np.where(device != NO_ID, device, c["pid"]), NO_ID)
         cuda_memory = memory & (c["device_type"] == _CUDA_DEVICE_TYPE)
@@ -635,6 +639,11 @@ class _Growing:
 
 
 _INT32 = np.iinfo(np.int32)
+
+# Whether each kind (an int8, indexed as its byte) is recorded on the GPU: a table lookup per
+# row instead of np.isin's sort.
+_GPU_SIDE_KINDS = np.zeros(256, dtype=np.bool_)
+_GPU_SIDE_KINDS[np.asarray(_GPU_SIDE, dtype=np.int8).view(np.uint8)] = True
 
 
 def _fits_int32(values: npt.NDArray[Any]) -> bool:
