@@ -151,3 +151,60 @@ def test_two_gpus_paths_found_when_asked_give_the_same_report(tmp_path: Path) ->
         assert all(d.critical_path is not None for d in outcome.devices)
         docs.append(encode_document(job_document(diagnose_job([outcome]), top=0)))
     assert docs[0] == docs[1]
+
+
+def test_a_lone_gpus_graph_starts_with_its_window_and_is_the_analysis_graph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`analyze_with_paths` on two threads: the graph starts once the window is chosen (before
+    the GPU's launch statistics), and the path is the one `analyze_trace` finds."""
+    import numpy as np
+
+    import badput.analysis.device as device_mod
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    order: list[str] = []
+    start, stats = device_mod._EarlyPath.start, device_mod.launch_stats
+
+    def started(self: device_mod._EarlyPath, w0: int, w1: int, names: list[str]) -> None:
+        order.append("graph")
+        start(self, w0, w1, names)
+
+    def launch_stats(*args: object, **kwargs: object) -> object:
+        order.append("launch stats")
+        return stats(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(device_mod._EarlyPath, "start", started)
+    monkeypatch.setattr(device_mod, "launch_stats", launch_stats)
+    devices, paths = device_mod.analyze_with_paths(trace, jobs=2)
+    assert order == ["graph", "launch stats"]
+    assert devices[0].critical_path is None and paths[0] is not None
+    got = paths[0].result()
+    want = analyze_trace(trace, jobs=1)[0].critical_path
+    assert want is not None and got.graph is not None and want.graph is not None
+    assert (got.length_ns, got.breakdown_ns, got.top_ops, got.steps, got.warnings) == (
+        want.length_ns, want.breakdown_ns, want.top_ops, want.steps, want.warnings,
+    )  # fmt: skip
+    assert np.array_equal(got.rows, want.rows)
+    for key in ("node_ns", "edge_src", "edge_dst", "edge_weight_ns", "chain_weight_ns"):
+        assert np.array_equal(getattr(got.graph, key), getattr(want.graph, key)), key
+    assert got.blocking is not None and want.blocking is not None
+    assert np.array_equal(got.blocking.rows, want.blocking.rows)
+
+
+def test_a_graph_waiting_for_a_failed_analysis_gets_its_error() -> None:
+    """The early graph asks for the blocking calls late; a failed analysis hands it the error."""
+    import badput.analysis.device as device_mod
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    (device,) = analyze_trace(trace, jobs=1, critical_paths=False)
+    assert device.timeline is not None and device.timeline.tree is not None
+    early = device_mod._EarlyPath(trace, device.timeline.tree, device.device, 2)
+    w0 = device.window_start_ns
+    early.start(w0, w0 + device.window_ns, [s.name for s in device.steps])
+    early.failed(RuntimeError("the analysis broke"))
+    assert early.graph is not None
+    with pytest.raises(RuntimeError, match="the analysis broke"):
+        early.graph.result()

@@ -247,20 +247,65 @@ def dependency_graph(
         tree = launch_tree(trace)
     if window is None:
         w0, w1 = analysis.window_start_ns, analysis.window_start_ns + analysis.window_ns
-        # The host side of the window begins with the launch of its first GPU work (a
-        # window of GPU-side steps or GPU activity starts after the host queued it).
-        on = (trace.device[tree.row] == analysis.device) & (tree.launch_row >= 0)
-        gts = trace.ts_ns[tree.row]
-        on &= (gts >= w0) & (gts < w1)
-        if on.any():
-            w0 = min(w0, int(trace.ts_ns[tree.launch_row[on]].min()))
-        spans = _cpu_spans(trace, analysis)
-        if spans is not None:  # the host side of steps: their host spans
-            w0, w1 = min(w0, int(spans[0].min())), min(w1, int(spans[1].max()))
-    else:
-        w0, w1 = window
+        window = graph_window(
+            trace, tree, analysis.device, w0, w1, [s.name for s in analysis.steps]
+        )
     if blocking is None:
-        blocking = Beside(jobs, _blocking_of, trace, analysis).result
+        blocking = Beside(jobs, blocking_of, trace, analysis).result
+    return _graph_in(trace, tree, analysis.device, window, waits, between_ops, blocking, jobs)
+
+
+def graph_window(
+    trace: Trace, tree: LaunchTree, device: int, w0: int, w1: int, step_names: list[str]
+) -> tuple[int, int]:
+    """The host side of a GPU's window [w0, w1] whose steps are `step_names`: the graph's.
+
+    It begins with the launch of the window's first GPU work (a window of GPU-side steps or
+    GPU activity starts after the host queued it), and where each step has a host span, runs
+    over those spans (a host that runs ahead ends its steps before the GPU does).
+    """
+    on = (trace.device[tree.row] == device) & (tree.launch_row >= 0)
+    gts = trace.ts_ns[tree.row]
+    on &= (gts >= w0) & (gts < w1)
+    if on.any():
+        w0 = min(w0, int(trace.ts_ns[tree.launch_row[on]].min()))
+    spans = _host_step_spans(trace, step_names)
+    if spans is not None:  # the host side of steps: their host spans
+        w0, w1 = min(w0, int(spans[0].min())), min(w1, int(spans[1].max()))
+    return w0, w1
+
+
+def early_graph(
+    trace: Trace,
+    tree: LaunchTree,
+    device: int,
+    window: tuple[int, int],
+    step_names: list[str],
+    blocking: Callable[[], BlockingCalls | None],
+    jobs: int = 1,
+) -> DependencyGraph:
+    """`dependency_graph` of a GPU from its window alone, before the rest of its analysis.
+
+    The same graph as `dependency_graph(trace, analysis, tree)` of the analysis whose window
+    (start, end) and step names these are; `blocking` gives the analysis's blocking calls
+    when the graph first needs them (late in the build: the analysis may finish meanwhile).
+    """
+    w0, w1 = graph_window(trace, tree, device, window[0], window[1], step_names)
+    return _graph_in(trace, tree, device, (w0, w1), None, True, blocking, jobs)
+
+
+def _graph_in(
+    trace: Trace,
+    tree: LaunchTree,
+    device: int,
+    window: tuple[int, int],
+    waits: EventWaits | None,
+    between_ops: bool,
+    blocking: BlockingCalls | Callable[[], BlockingCalls | None] | None,
+    jobs: int,
+) -> DependencyGraph:
+    """The graph of `device` over the host window `window` (see `dependency_graph`)."""
+    w0, w1 = window
     rows: I64 | Callable[[], I64]
     if callable(blocking):
         found = blocking
@@ -276,7 +321,7 @@ def dependency_graph(
     return build_graph(
         trace,
         tree,
-        analysis.device,
+        device,
         w0,
         w1,
         rows,
@@ -291,7 +336,7 @@ def _rows_of_calls(blocking: BlockingCalls | None) -> I64:
     return blocking.rows.astype(np.int64) if blocking is not None else np.zeros(0, np.int64)
 
 
-def _blocking_of(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls | None:
+def blocking_of(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls | None:
     """The analysis's blocking calls; None without a timeline or a window to find them in."""
     if analysis.timeline is None or analysis.window_ns <= 0:
         return None
@@ -299,24 +344,29 @@ def _blocking_of(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls | None
 
 
 def _cpu_spans(trace: Trace, analysis: DeviceAnalysis) -> tuple[I64, I64] | None:
-    """(start, end) of the host's `ProfilerStep` span of each of the analysis's steps.
+    """(start, end) of the host's `ProfilerStep` span of each of the analysis's steps."""
+    return _host_step_spans(trace, [s.name for s in analysis.steps])
+
+
+def _host_step_spans(trace: Trace, step_names: list[str]) -> tuple[I64, I64] | None:
+    """(start, end) of the host's `ProfilerStep` span of each of the steps named.
 
     A step of the analysis is the GPU's (its work, stretched); the host's own span of it
     begins earlier (its DataLoader wait, its launches) and ends earlier (a host that runs ahead
     is already in the next step when the GPU finishes). None without a host span per step.
     """
-    if not analysis.steps:
+    if not step_names:
         return None
     host = (trace.kind == EventKind.CPU_OP) | (trace.kind == EventKind.ANNOTATION)
     host &= trace.device < 0
-    names = {s.name for s in analysis.steps}
+    names = set(step_names)
     rows = trace.rows_named(np.flatnonzero(host), lambda n: n in names)
     first: dict[str, int] = {}
     for r in rows.tolist():
         first.setdefault(trace.name_of(r), r)
     if len(first) != len(names):
         return None
-    picked = np.asarray([first[s.name] for s in analysis.steps], dtype=np.int64)
+    picked = np.asarray([first[name] for name in step_names], dtype=np.int64)
     start = trace.ts_ns[picked]
     return start, start + trace.dur_ns[picked]
 
@@ -330,6 +380,8 @@ def critical_path(
     waits: EventWaits | None = None,
     between_ops: bool = True,
     jobs: int = 1,
+    graph: Callable[[], DependencyGraph] | None = None,
+    blocking: Callable[[], BlockingCalls | None] | None = None,
 ) -> CriticalPath:
     """The critical path of one GPU's window, its breakdown, its top ops and per-step lengths.
 
@@ -345,6 +397,10 @@ def critical_path(
         jobs: with 2 or more, the steps' own paths are found on a second thread beside the
             window's path, and the blocking calls and the host's spans beside the graph's
             nodes (the same result).
+        graph: gives the analysis's dependency graph (`early_graph`, started before the
+            analysis was done); None builds it here. Only with the default `window`, `waits`
+            and `between_ops`.
+        blocking: with `graph`, gives the analysis's blocking calls (those the graph used).
 
     Returns:
         The path; a trace without host events gives the GPU's own path, one without GPU
@@ -360,18 +416,23 @@ def critical_path(
         tree = analysis.timeline.tree
     if tree is None:
         tree = launch_tree(trace)
-    found = Beside(jobs, _blocking_of, trace, analysis)  # beside the graph's first part
-    g = dependency_graph(
-        trace,
-        analysis,
-        tree,
-        window=window,
-        waits=waits,
-        between_ops=between_ops,
-        blocking=found.result,
-        jobs=jobs,
-    )
-    blocking = found.result()
+    if graph is not None:
+        assert blocking is not None and window is None and waits is None and between_ops
+        g = graph()
+        found_calls = blocking()
+    else:
+        found = Beside(jobs, blocking_of, trace, analysis)  # beside the graph's first part
+        g = dependency_graph(
+            trace,
+            analysis,
+            tree,
+            window=window,
+            waits=waits,
+            between_ops=between_ops,
+            blocking=found.result,
+            jobs=jobs,
+        )
+        found_calls = found.result()
     warnings = list(g.warnings)
     if not (trace.kind == EventKind.SYNC).any():
         # Syncs come from the blocking-call timing as well; only event waits need the rows.
@@ -418,7 +479,7 @@ def critical_path(
         edges=edges,
         graph=g,
         warnings=warnings,
-        blocking=blocking,
+        blocking=found_calls,
     )
 
 

@@ -5,14 +5,22 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from badput.analysis._beside import Beside
+from badput.analysis.blocking import BlockingCalls
 from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
-from badput.analysis.critical_path import critical_path
+from badput.analysis.critical_path import (
+    CriticalPath,
+    DependencyGraph,
+    blocking_of,
+    critical_path,
+    early_graph,
+)
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.launch import launch_stats
 from badput.analysis.ops import ModelAnalysis, analyze_ops
@@ -101,7 +109,9 @@ def _analyze_device(
     comm_row: B,
     hip_calls: bool,
     jobs: int = 1,
+    on_window: Callable[[int, int, list[str]], None] | None = None,
 ) -> DeviceAnalysis:
+    """One GPU's analysis; `on_window` is told its window and step names once chosen."""
     kind = trace.kind
     on_device = trace.device == device
     kernel = (kind == EventKind.KERNEL) & on_device
@@ -123,6 +133,8 @@ def _analyze_device(
     )
     steps, w0, w1, source = choice.steps, choice.start_ns, choice.end_ns, choice.source
     warnings += choice.warnings
+    if on_window is not None:
+        on_window(w0, w1, list(steps.names) if len(steps) else [])
 
     compute_set = IntervalSet.from_spans(ts[compute], end[compute])
     comm_all = IntervalSet.from_spans(ts[comm], end[comm])
@@ -364,10 +376,45 @@ def analyze_trace(
         >>> [d.goodput for d in analyze_trace(load_trace("trace.json.gz"))]  # doctest: +SKIP
         [0.5551]
     """
+    return _analyze(trace, window, model, rules, jobs, critical_paths, paths_beside=False)[0]
+
+
+def analyze_with_paths(
+    trace: Trace,
+    window: WindowSpec | None = None,
+    *,
+    rules: ClassRules | None = None,
+    jobs: int = 1,
+) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | None]]:
+    """`analyze_trace` without critical paths, and each GPU's path being found beside.
+
+    With `jobs` of 2 or more and a lone GPU, its dependency graph (the larger part of the
+    path) is started as soon as its window is chosen, beside the rest of its analysis, and
+    the path found on from it; several GPUs' paths are each found when first asked (one
+    graph held at a time). With one job, each path is found when first asked. The analyses
+    and the paths are those of `analyze_trace` (the same graph, from the same window).
+
+    Returns:
+        The analyses (`critical_path` None), and per analysis its path, None where it has
+        none (no window, no launch tree).
+    """
+    return _analyze(trace, window, True, rules, jobs, False, paths_beside=True)
+
+
+def _analyze(
+    trace: Trace,
+    window: WindowSpec | None,
+    model: bool,
+    rules: ClassRules | None,
+    jobs: int,
+    critical_paths: bool,
+    *,
+    paths_beside: bool,
+) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | None]]:
     devices = trace.devices()
     if not devices:
         zero_b = Breakdown(0, 0, 0, 0)
-        return [
+        cpu_only = [
             DeviceAnalysis(
                 trace=trace.path,
                 rank=trace.rank,
@@ -384,17 +431,41 @@ def analyze_trace(
                 warnings=["no GPU activity (no kernel, memcpy or memset): a CPU-only trace"],
             )
         ]
+        return cpu_only, [None]
     host_sets = Beside(jobs, _host, trace)
     tree = launch_tree(trace) if model else None
     classes = classify_kernels(trace, tree, rules)
     comm_row = classes.comm_mask(len(trace))
     hip = _mostly_hip(trace)
     host = host_sets.result()
-    out = [
-        _analyze_device(trace, host, d, window, tree, classes, comm_row, hip, jobs) for d in devices
-    ]
+    early_graph_wanted = paths_beside and jobs > 1 and len(devices) == 1
+    early = _EarlyPath(trace, tree, devices[0], jobs) if early_graph_wanted else None
+    if early is not None:
+        try:
+            out = [
+                _analyze_device(
+                    trace,
+                    host,
+                    devices[0],
+                    window,
+                    tree,
+                    classes,
+                    comm_row,
+                    hip,
+                    jobs,
+                    on_window=early.start,
+                )
+            ]
+        except BaseException as e:  # a graph waiting for this analysis must not wait on
+            early.failed(e)
+            raise
+    else:
+        out = [
+            _analyze_device(trace, host, d, window, tree, classes, comm_row, hip, jobs)
+            for d in devices
+        ]
     if tree is None:
-        return out
+        return out, [None] * len(out)
     done = []
     for d in out:
         launch = Beside(jobs, launch_stats, trace, d, tree)
@@ -402,4 +473,65 @@ def analyze_trace(
         if critical_paths and d.goodput is not None:
             path = critical_path(trace, d, tree, jobs=jobs)
         done.append(dataclasses.replace(d, launch=launch.result(), critical_path=path))
-    return done
+    if not paths_beside:
+        return done, [None] * len(done)
+    if early is not None:
+        return done, [early.path(done[0])]
+    now = jobs if len(done) == 1 else 1
+    return done, [_path_beside(trace, d, tree, now, jobs) for d in done]
+
+
+def _path_beside(
+    trace: Trace, analysis: DeviceAnalysis, tree: LaunchTree, start: int, jobs: int
+) -> Beside[CriticalPath] | None:
+    """The GPU's critical path (None where it has none), found with `jobs` threads.
+
+    Started on a helper thread at once where `start` > 1, else when first asked for.
+    """
+    if analysis.goodput is None or analysis.timeline is None:
+        return None
+    return Beside(start, lambda: critical_path(trace, analysis, tree, jobs=jobs))
+
+
+class _EarlyPath:
+    """A lone GPU's critical path, its graph started once the GPU's window is chosen.
+
+    The graph needs the analysis only for its blocking calls, which it asks for late in its
+    build: they are found (on the graph's thread) once the analysis is done (`path`).
+    """
+
+    def __init__(self, trace: Trace, tree: LaunchTree | None, device: int, jobs: int) -> None:
+        self.trace, self.tree, self.device, self.jobs = trace, tree, device, jobs
+        self.analysis: Future[DeviceAnalysis] = Future()
+        self.blocking: Beside[BlockingCalls | None] = Beside(
+            1, lambda: blocking_of(trace, self.analysis.result())
+        )
+        self.graph: Beside[DependencyGraph] | None = None
+
+    def start(self, w0: int, w1: int, step_names: list[str]) -> None:
+        """Start the graph of the window [w0, w1] (none for an empty window: no path)."""
+        if self.tree is None or w1 <= w0:
+            return
+        self.graph = Beside(
+            self.jobs, early_graph, self.trace, self.tree, self.device, (w0, w1), step_names,
+            self.blocking.result, self.jobs,
+        )  # fmt: skip
+
+    def failed(self, error: BaseException) -> None:
+        """The analysis failed: a graph waiting for its blocking calls gets the error."""
+        if not self.analysis.done():
+            self.analysis.set_exception(error)
+
+    def path(self, analysis: DeviceAnalysis) -> Beside[CriticalPath] | None:
+        """The path of `analysis` (the analysis whose window started the graph)."""
+        self.analysis.set_result(analysis)
+        graph, tree = self.graph, self.tree
+        if graph is None or tree is None or analysis.goodput is None or analysis.timeline is None:
+            return None
+        return Beside(
+            self.jobs,
+            lambda: critical_path(
+                self.trace, analysis, tree, jobs=self.jobs, graph=graph.result,
+                blocking=self.blocking.result,
+            ),
+        )  # fmt: skip

@@ -12,11 +12,7 @@ from typing import TYPE_CHECKING
 from badput.diagnose import RankOutcome, outcome_of
 
 if TYPE_CHECKING:
-    from badput.analysis._beside import Beside
     from badput.analysis.classify import ClassRules
-    from badput.analysis.critical_path import CriticalPath
-    from badput.analysis.results import DeviceAnalysis
-    from badput.trace.model import Trace
 from badput.errors import BadputError, TraceFormatError
 
 __all__ = ["analyze_path"]
@@ -52,6 +48,7 @@ def analyze_path(
         0.0715
     """
     from badput.analysis import WindowSpec, analyze_trace
+    from badput.analysis.device import analyze_with_paths
     from badput.trace import load_trace
     from badput.trace._pieces import default_read_jobs
 
@@ -59,31 +56,16 @@ def analyze_path(
     try:
         jobs = read_jobs if read_jobs is not None else default_read_jobs()
         trace = load_trace(path, progress=progress, step_range=step_range, jobs=jobs)
-        # On two cores or more, each GPU's critical path is found beside its diagnosis (the
-        # rules need it only for their what-ifs): a lone GPU's started at once, several
-        # GPUs' each when its diagnosis first asks (one graph held at a time).
-        later = jobs > 1
-        devices = analyze_trace(trace, spec, rules=rules, jobs=jobs, critical_paths=not later)
-        now = jobs if len(devices) == 1 else 1
-        paths = [_path_beside(trace, d, now, jobs) if later else None for d in devices]
+        if jobs <= 1:
+            devices = analyze_trace(trace, spec, rules=rules, jobs=jobs)
+            return outcome_of(trace, devices, top=top, jobs=jobs)
+        # On two cores or more, each GPU's critical path is found beside its analysis and
+        # diagnosis (the rules need it only for their what-ifs): a lone GPU's graph started
+        # once its window is chosen, several GPUs' paths each when its diagnosis first asks
+        # (one graph held at a time).
+        devices, paths = analyze_with_paths(trace, spec, rules=rules, jobs=jobs)
         return outcome_of(trace, devices, top=top, jobs=jobs, paths=paths)
     except TraceFormatError as e:
         return RankOutcome(path=path, error=e.problem)
     except BadputError as e:
         return RankOutcome(path=path, error=str(e))
-
-
-def _path_beside(
-    trace: Trace, analysis: DeviceAnalysis, start: int, jobs: int
-) -> Beside[CriticalPath] | None:
-    """The GPU's critical path (None where it has none), found with `jobs` threads.
-
-    Started on a helper thread at once where `start` > 1, else when first asked for (`Beside`).
-    """
-    from badput.analysis._beside import Beside
-    from badput.analysis.critical_path import critical_path
-
-    if analysis.goodput is None or analysis.timeline is None or analysis.timeline.tree is None:
-        return None
-    tree = analysis.timeline.tree
-    return Beside(start, lambda: critical_path(trace, analysis, tree, jobs=jobs))
