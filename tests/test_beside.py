@@ -19,6 +19,7 @@ from badput.analysis.device import analyze_trace
 from badput.diagnose import diagnose_job, outcome_of
 from badput.report.json_report import encode_document, job_document
 from badput.trace import load_trace
+from badput.trace.model import EventKind
 from conftest import SHARED_TRACES, reference
 
 KINETO = sorted(
@@ -208,3 +209,39 @@ def test_a_graph_waiting_for_a_failed_analysis_gets_its_error() -> None:
     assert early.graph is not None
     with pytest.raises(RuntimeError, match="the analysis broke"):
         early.graph.result()
+
+
+def test_what_ifs_run_in_the_graph_before_the_path_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`PathBeside.what_if` needs the graph alone; the path, once found, holds its caches."""
+    import numpy as np
+
+    import badput.analysis.critical_path as cp_mod
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    (device,) = analyze_trace(trace, jobs=1)
+    want = device.critical_path
+    assert want is not None and want.graph is not None and device.timeline is not None
+    tree = device.timeline.tree
+    assert tree is not None
+    release = threading.Event()
+    real = cp_mod.critical_path
+
+    def held(*args: object, **kwargs: object) -> cp_mod.CriticalPath:
+        assert release.wait(timeout=60)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cp_mod, "critical_path", held)
+    graph = want.graph
+    pending = cp_mod.PathBeside(2, trace, device, tree, lambda: graph, lambda: want.blocking)
+    loader = np.flatnonzero(trace.kind == EventKind.CPU_OP)[:50].astype(np.int64)
+    change = cp_mod.GraphChange(host_rows=loader)
+    shorter = pending.what_if(trace, change)  # the path is still held
+    assert not release.is_set()
+    release.set()
+    got = pending.result()
+    assert got.length_ns == want.length_ns
+    assert got._what_if_base is pending._base and got._what_if_base  # the same caches
+    assert shorter == cp_mod.what_if(trace, got, change) == cp_mod.what_if(trace, want, change)

@@ -80,6 +80,7 @@ __all__ = [
     "DependencyGraph",
     "EventWaits",
     "GraphChange",
+    "PathBeside",
     "PathEdges",
     "critical_path",
     "dependency_graph",
@@ -191,11 +192,10 @@ class CriticalPath:
     #: The blocking calls the graph's sync edges came from (diagnosis reuses them).
     blocking: BlockingCalls | None = field(default=None, repr=False, compare=False)
     # What-ifs over the same spans share their coverage (`_span_time`), by the spans' rows.
-    _spans: dict[bytes, tuple[I64, I64]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    # Given where what-ifs ran in the graph before the path was found (`PathBeside`).
+    _spans: dict[bytes, tuple[I64, I64]] = field(default_factory=dict, repr=False, compare=False)
     _what_if_base: dict[str, npt.NDArray[Any]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+        default_factory=dict, repr=False, compare=False
     )
 
     def drop_what_if_caches(self) -> None:
@@ -212,7 +212,15 @@ class CriticalPath:
         What a report needs, small enough to ship from a worker to the driver.
         """
         empty = np.zeros(0, np.int64)
-        return dataclasses.replace(self, rows=empty, edges=_no_edges(), graph=None, blocking=None)
+        return dataclasses.replace(
+            self,
+            rows=empty,
+            edges=_no_edges(),
+            graph=None,
+            blocking=None,
+            _spans={},
+            _what_if_base={},
+        )
 
 
 def dependency_graph(
@@ -382,6 +390,7 @@ def critical_path(
     jobs: int = 1,
     graph: Callable[[], DependencyGraph] | None = None,
     blocking: Callable[[], BlockingCalls | None] | None = None,
+    what_if_caches: tuple[dict[bytes, tuple[I64, I64]], dict[str, npt.NDArray[Any]]] | None = None,
 ) -> CriticalPath:
     """The critical path of one GPU's window, its breakdown, its top ops and per-step lengths.
 
@@ -401,6 +410,8 @@ def critical_path(
             analysis was done); None builds it here. Only with the default `window`, `waits`
             and `between_ops`.
         blocking: with `graph`, gives the analysis's blocking calls (those the graph used).
+        what_if_caches: the caches of what-ifs already run in the graph (`PathBeside`), for
+            the path to hold; new ones by default.
 
     Returns:
         The path; a trace without host events gives the GPU's own path, one without GPU
@@ -480,7 +491,54 @@ def critical_path(
         graph=g,
         warnings=warnings,
         blocking=found_calls,
+        **_caches(what_if_caches),
     )
+
+
+def _caches(
+    given: tuple[dict[bytes, tuple[I64, I64]], dict[str, npt.NDArray[Any]]] | None,
+) -> dict[str, Any]:
+    """`CriticalPath`'s what-if cache fields: those given, else its own new ones."""
+    return {} if given is None else {"_spans": given[0], "_what_if_base": given[1]}
+
+
+class PathBeside:
+    """A GPU's critical path found on a helper thread from its graph, what-ifs before it is.
+
+    The graph is being built (`early_graph`). `result()` waits for the path. `what_if` waits
+    for the graph alone (built first), so that the findings' what-ifs run while the path is
+    still being found; the path, once found, holds the same what-if caches
+    (`CriticalPath._spans`, `_what_if_base`). One thread runs the what-ifs
+    (`DeviceContext`), as with a found path.
+    """
+
+    def __init__(
+        self,
+        jobs: int,
+        trace: Trace,
+        analysis: DeviceAnalysis,
+        tree: LaunchTree,
+        graph: Callable[[], DependencyGraph],
+        blocking: Callable[[], BlockingCalls | None],
+    ) -> None:
+        self._graph = graph
+        self._spans: dict[bytes, tuple[I64, I64]] = {}
+        self._base: dict[str, npt.NDArray[Any]] = {}
+        caches = (self._spans, self._base)
+        self._path: Beside[CriticalPath] = Beside(
+            jobs, lambda: critical_path(
+                trace, analysis, tree, jobs=jobs, graph=graph, blocking=blocking,
+                what_if_caches=caches,
+            )
+        )  # fmt: skip
+
+    def result(self) -> CriticalPath:
+        """The path (waits for it; raises what finding it raised)."""
+        return self._path.result()
+
+    def what_if(self, trace: Trace, change: GraphChange) -> int:
+        """`what_if` of the path-to-be: its length after `change` (waits for the graph)."""
+        return _what_if_in(trace, self._graph(), self._spans, self._base, change)
 
 
 def _rows_of(n_rows: int, rows: Ints) -> I64:
@@ -1001,12 +1059,25 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         >>> cp.length_ns - what_if(trace, cp, gone)  # doctest: +SKIP
         29927000
     """
-    g = cp.graph
-    if g is None:
+    if cp.graph is None:
         return None
+    return _what_if_in(trace, cp.graph, cp._spans, cp._what_if_base, change)
+
+
+def _what_if_in(
+    trace: Trace,
+    g: DependencyGraph,
+    span_cache: dict[bytes, tuple[I64, I64]],
+    base: dict[str, npt.NDArray[Any]],
+    change: GraphChange,
+) -> int:
+    """`what_if` in the graph `g`, with the caches of its what-ifs, filled on first use.
+
+    The caches are a path's `CriticalPath._spans` and `CriticalPath._what_if_base`; one
+    thread at a time uses them.
+    """
     if len(g) == 0:
         return 0
-    base = cp._what_if_base
     if not base:  # what every what-if of this path starts from, made once
         # A stream runs its activities in order whatever the host does: where the measured
         # graph replaced the stream's own order by a launch delay (its queue was empty), the
@@ -1023,8 +1094,8 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
     if host_change:  # first: its node-sized arrays are gone before the weights are copied
         spans = change.keep_host_rows if change.all_host else change.host_rows
         key = np.asarray(spans, dtype=np.int64).tobytes()
-        if key not in cp._spans:
-            cp._spans.clear()  # one set of spans kept: the findings ask for one or two
+        if key not in span_cache:
+            span_cache.clear()  # one set of spans kept: the findings ask for one or two
             at_node, at_start = _span_time(trace, g, spans)
             edges_in = at_node[host_edge]
             for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # in blocks: no temporaries
@@ -1033,7 +1104,7 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
                 ]
             leads_in = at_node[g.lead_nodes] - at_start[g.chains_of(g.lead_nodes)]
             del at_node, at_start
-            cp._spans[key] = (edges_in, leads_in)
+            span_cache[key] = (edges_in, leads_in)
     edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
     chain_w = g.chain_weight_ns.copy()  # 0 where no chain edge (`build_graph`)
     edge_w = g.edge_weight_ns  # the graph's own unless launch delays go (not changed in place)
@@ -1052,7 +1123,7 @@ def what_if(trace: Trace, cp: CriticalPath, change: GraphChange) -> int | None:
         v = gpu[hit]
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
     if host_change:
-        edges_in, leads_in = cp._spans[key]
+        edges_in, leads_in = span_cache[key]
         for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # a block at a time: no copies
             edges = host_edge[a : a + _SHRINK_BLOCK]  # of all host edges' weights at once
             chain_w[edges] = _shrunk(change, edges_in[a : a + _SHRINK_BLOCK], chain_w[edges])

@@ -17,6 +17,7 @@ from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
 from badput.analysis.critical_path import (
     CriticalPath,
     DependencyGraph,
+    PathBeside,
     blocking_of,
     critical_path,
     early_graph,
@@ -385,7 +386,7 @@ def analyze_with_paths(
     *,
     rules: ClassRules | None = None,
     jobs: int = 1,
-) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | None]]:
+) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | PathBeside | None]]:
     """`analyze_trace` without critical paths, and each GPU's path being found beside.
 
     With `jobs` of 2 or more and a lone GPU, its dependency graph (the larger part of the
@@ -410,7 +411,7 @@ def _analyze(
     critical_paths: bool,
     *,
     paths_beside: bool,
-) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | None]]:
+) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | PathBeside | None]]:
     devices = trace.devices()
     if not devices:
         zero_b = Breakdown(0, 0, 0, 0)
@@ -522,16 +523,10 @@ class _EarlyPath:
         if not self.analysis.done():
             self.analysis.set_exception(error)
 
-    def path(self, analysis: DeviceAnalysis) -> Beside[CriticalPath] | None:
+    def path(self, analysis: DeviceAnalysis) -> PathBeside | None:
         """The path of `analysis` (the analysis whose window started the graph)."""
         self.analysis.set_result(analysis)
         graph, tree = self.graph, self.tree
         if graph is None or tree is None or analysis.goodput is None or analysis.timeline is None:
             return None
-        return Beside(
-            self.jobs,
-            lambda: critical_path(
-                self.trace, analysis, tree, jobs=self.jobs, graph=graph.result,
-                blocking=self.blocking.result,
-            ),
-        )  # fmt: skip
+        return PathBeside(self.jobs, self.trace, analysis, tree, graph.result, self.blocking.result)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from badput.analysis._beside import Beside
-from badput.analysis.critical_path import CriticalPath
+from badput.analysis.critical_path import CriticalPath, PathBeside
 from badput.analysis.memory import MemoryTimeline, memory_timelines
 from badput.analysis.ranks import CrossRank, RankSummary, cross_rank, summarize_rank
 from badput.analysis.results import DeviceAnalysis
@@ -140,7 +140,7 @@ def diagnose_device(
     trace: Trace,
     analysis: DeviceAnalysis,
     jobs: int = 1,
-    path: Beside[CriticalPath] | None = None,
+    path: Beside[CriticalPath] | PathBeside | None = None,
 ) -> list[Finding]:
     """Run every per-GPU rule on one GPU of a trace.
 
@@ -178,7 +178,7 @@ def outcome_of(
     devices: list[DeviceAnalysis],
     top: int = 0,
     jobs: int = 1,
-    paths: list[Beside[CriticalPath] | None] | None = None,
+    paths: list[Beside[CriticalPath] | PathBeside | None] | None = None,
 ) -> RankOutcome:
     """Diagnose and summarize one analysed trace, and keep only what reports need.
 

@@ -21,7 +21,7 @@ from badput.analysis.blocking import (
     BlockingCalls,
     blocking_calls,
 )
-from badput.analysis.critical_path import CriticalPath, GraphChange, what_if
+from badput.analysis.critical_path import CriticalPath, GraphChange, PathBeside, what_if
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.patterns import is_dataloader_span
 from badput.analysis.results import DeviceAnalysis, Timeline, ratio
@@ -62,7 +62,7 @@ class DeviceContext:
     trace: Trace
     analysis: DeviceAnalysis
     jobs: int = 1
-    path: Beside[CriticalPath] | None = None
+    path: Beside[CriticalPath] | PathBeside | None = None
     _pending: dict[tuple[str, str, float], Future[float | None]] = field(
         default_factory=dict, init=False, repr=False
     )
@@ -307,12 +307,17 @@ class DeviceContext:
 
     def graph_savings(self, change: GraphChange) -> float | None:
         """Per-step saving of `change` along the critical path; None without a path graph."""
-        cp = self.path.result() if self.path is not None else self.analysis.critical_path
-        if cp is None:
-            return None
+        path = self.path
+        if isinstance(path, PathBeside):  # in the graph, while the path may still be found
+            shorter: int | None = path.what_if(self.trace, change)
+            cp = path.result()
+        else:
+            found = path.result() if path is not None else self.analysis.critical_path
+            if found is None:
+                return None
+            cp, shorter = found, what_if(self.trace, found, change)
         if all(p is not cp for p in self._what_if_paths):
             self._what_if_paths.append(cp)
-        shorter = what_if(self.trace, cp, change)
         return None if shorter is None else self.per_step(max(cp.length_ns - shorter, 0))
 
     @functools.cached_property
