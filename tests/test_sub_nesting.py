@@ -104,3 +104,18 @@ def test_sub_nesting_refuses_nodes_out_of_nest_order(both_ways: str) -> None:
     start, end = np.array([10, 0], dtype=np.int64), np.array([20, 5], dtype=np.int64)
     assert sub_nesting(parent, keep, g, start, end) is None
     assert sub_nesting(parent, keep, g, start[::-1].copy(), end[::-1].copy()) is not None
+
+
+def test_order_by_is_the_two_key_lexsort() -> None:
+    from badput.analysis._nesting import order_by
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 5, 100, 5000):
+        for spread in (1, 3, 50, 10**9):  # from all ties to almost none
+            primary = rng.integers(0, spread, n)
+            if spread > 3:
+                primary = np.sort(primary)  # nearly sorted, as start times are
+                primary[rng.integers(0, max(n, 1), n // 10)] = rng.integers(0, spread)
+            secondary = -rng.integers(0, 4, n)  # ties in both keys keep their position
+            got = order_by(primary.astype(np.int64), secondary.astype(np.int64))
+            assert np.array_equal(got, np.lexsort((secondary, primary))), (n, spread)

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.analysis._beside import Beside
-from badput.analysis._nesting import is_kind
+from badput.analysis._nesting import is_kind, order_by
 from badput.analysis.blocking import (
     BLOCKING_DECIDERS,
     RETURN_LATENCY_NS,
@@ -202,7 +202,7 @@ class DeviceContext:
             # By start, longest first; each node-sized temporary goes once it is used.
             start = t.ts_ns[mine]
             longest_first = -t.dur_ns[mine]
-            order = np.lexsort((longest_first, start))
+            order = order_by(start, longest_first)
             del longest_first
             mine, start = mine[order], start[order]
             del order
