@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._nesting import order_by
 from badput.analysis.patterns import (
     CATEGORIES,
     COMM_KINDS,
@@ -294,7 +295,7 @@ def collectives(trace: Trace, analysis: DeviceAnalysis) -> Collectives:
     # Overlapping the window; a zero-length kernel counts where it starts.
     keep = (start < w1) & ((end > w0) | (start >= w0))
     rows, start, end, kinds = rows[keep], start[keep], end[keep], kinds[keep]
-    order = np.lexsort((rows, start))
+    order = order_by(start, rows)  # by start, ties by row
     rows, start, end, kinds = rows[order], start[order], end[order], kinds[order]
     n = rows.shape[0]
 
