@@ -245,3 +245,27 @@ def test_what_ifs_run_in_the_graph_before_the_path_is_found(
     assert got.length_ns == want.length_ns
     assert got._what_if_base is pending._base and got._what_if_base  # the same caches
     assert shorter == cp_mod.what_if(trace, got, change) == cp_mod.what_if(trace, want, change)
+
+
+def test_a_failed_analysis_leaves_no_graph_thread_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analysis fails after its graph started: the error reaches the caller, and the
+    graph's thread, which waits for the analysis's blocking calls, ends rather than hangs."""
+    import time
+
+    import badput.analysis.device as device_mod
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("launch statistics broke")
+
+    monkeypatch.setattr(device_mod, "launch_stats", broken)
+    before = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match="launch statistics broke"):
+        device_mod.analyze_with_paths(trace, jobs=2)
+    started = [t for t in threading.enumerate() if t not in before]
+    deadline = time.monotonic() + 60
+    for t in started:
+        t.join(timeout=max(deadline - time.monotonic(), 0))
+    assert not [t.name for t in started if t.is_alive()]

@@ -439,32 +439,21 @@ def _analyze(
     comm_row = classes.comm_mask(len(trace))
     hip = _mostly_hip(trace)
     host = host_sets.result()
-    early_graph_wanted = paths_beside and jobs > 1 and len(devices) == 1
-    early = _EarlyPath(trace, tree, devices[0], jobs) if early_graph_wanted else None
-    if early is not None:
+    if paths_beside and jobs > 1 and len(devices) == 1 and tree is not None:
+        early = _EarlyPath(trace, tree, devices[0], jobs)
         try:
-            out = [
-                _analyze_device(
-                    trace,
-                    host,
-                    devices[0],
-                    window,
-                    tree,
-                    classes,
-                    comm_row,
-                    hip,
-                    jobs,
-                    on_window=early.start,
-                )
-            ]
+            d = _analyze_device(
+                trace, host, devices[0], window, tree, classes, comm_row, hip, jobs,
+                on_window=early.start,
+            )  # fmt: skip
+            d = dataclasses.replace(d, launch=launch_stats(trace, d, tree))
         except BaseException as e:  # a graph waiting for this analysis must not wait on
             early.failed(e)
             raise
-    else:
-        out = [
-            _analyze_device(trace, host, d, window, tree, classes, comm_row, hip, jobs)
-            for d in devices
-        ]
+        return [d], [early.path(d)]
+    out = [
+        _analyze_device(trace, host, d, window, tree, classes, comm_row, hip, jobs) for d in devices
+    ]
     if tree is None:
         return out, [None] * len(out)
     done = []
@@ -476,8 +465,6 @@ def _analyze(
         done.append(dataclasses.replace(d, launch=launch.result(), critical_path=path))
     if not paths_beside:
         return done, [None] * len(done)
-    if early is not None:
-        return done, [early.path(done[0])]
     now = jobs if len(done) == 1 else 1
     return done, [_path_beside(trace, d, tree, now, jobs) for d in done]
 
@@ -501,7 +488,7 @@ class _EarlyPath:
     build: they are found (on the graph's thread) once the analysis is done (`path`).
     """
 
-    def __init__(self, trace: Trace, tree: LaunchTree | None, device: int, jobs: int) -> None:
+    def __init__(self, trace: Trace, tree: LaunchTree, device: int, jobs: int) -> None:
         self.trace, self.tree, self.device, self.jobs = trace, tree, device, jobs
         self.analysis: Future[DeviceAnalysis] = Future()
         self.blocking: Beside[BlockingCalls | None] = Beside(
@@ -511,7 +498,7 @@ class _EarlyPath:
 
     def start(self, w0: int, w1: int, step_names: list[str]) -> None:
         """Start the graph of the window [w0, w1] (none for an empty window: no path)."""
-        if self.tree is None or w1 <= w0:
+        if w1 <= w0:
             return
         self.graph = Beside(
             self.jobs, early_graph, self.trace, self.tree, self.device, (w0, w1), step_names,
@@ -526,7 +513,9 @@ class _EarlyPath:
     def path(self, analysis: DeviceAnalysis) -> PathBeside | None:
         """The path of `analysis` (the analysis whose window started the graph)."""
         self.analysis.set_result(analysis)
-        graph, tree = self.graph, self.tree
-        if graph is None or tree is None or analysis.goodput is None or analysis.timeline is None:
+        graph = self.graph
+        if graph is None or analysis.goodput is None or analysis.timeline is None:
             return None
-        return PathBeside(self.jobs, self.trace, analysis, tree, graph.result, self.blocking.result)
+        return PathBeside(
+            self.jobs, self.trace, analysis, self.tree, graph.result, self.blocking.result
+        )
