@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.analysis._beside import Beside
+from badput.analysis._nesting import is_kind
 from badput.analysis.blocking import BlockingCalls
 from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
 from badput.analysis.critical_path import (
@@ -44,7 +45,7 @@ from badput.analysis.results import (
 )
 from badput.analysis.steps import Launches
 from badput.analysis.tree import LaunchTree, launch_tree
-from badput.analysis.window import WindowSpec, choose_window
+from badput.analysis.window import WindowChoice, WindowSpec, choose_window
 from badput.estimate.hardware import lookup_gpu
 from badput.trace.model import EventKind, Trace
 
@@ -110,9 +111,9 @@ def _analyze_device(
     comm_row: B,
     hip_calls: bool,
     jobs: int = 1,
-    on_window: Callable[[int, int, list[str]], None] | None = None,
+    choice: WindowChoice | None = None,
 ) -> DeviceAnalysis:
-    """One GPU's analysis; `on_window` is told its window and step names once chosen."""
+    """One GPU's analysis; `choice`: its window, where already chosen (`_window_of`)."""
     kind = trace.kind
     on_device = trace.device == device
     kernel = (kind == EventKind.KERNEL) & on_device
@@ -124,18 +125,10 @@ def _analyze_device(
     warnings: list[str] = []
 
     gpu_rows = np.flatnonzero(gpu)
-    choice = choose_window(
-        trace,
-        device,
-        gpu_rows,
-        spec,
-        host_steps=(host.step_names, host.step_starts, host.step_ends),
-        launches=host.launches,
-    )
+    if choice is None:
+        choice = _window_of(trace, host, device, spec, gpu_rows)
     steps, w0, w1, source = choice.steps, choice.start_ns, choice.end_ns, choice.source
     warnings += choice.warnings
-    if on_window is not None:
-        on_window(w0, w1, list(steps.names) if len(steps) else [])
 
     compute_set = IntervalSet.from_spans(ts[compute], end[compute])
     comm_all = IntervalSet.from_spans(ts[comm], end[comm])
@@ -230,6 +223,38 @@ def _analyze_device(
         ),
         model=model.result(),
         runtime_api="HIP" if (gpu_name and _HIP_GPU.search(gpu_name)) or hip_calls else "CUDA",
+    )
+
+
+def _host_and_window(
+    trace: Trace, device: int, spec: WindowSpec | None
+) -> tuple[_Host, WindowChoice]:
+    """The host's interval sets and a GPU's window (`_window_of`), one after the other."""
+    host = _host(trace)
+    return host, _window_of(trace, host, device, spec)
+
+
+def _window_of(
+    trace: Trace,
+    host: _Host,
+    device: int,
+    spec: WindowSpec | None,
+    gpu_rows: npt.NDArray[np.intp] | None = None,
+) -> WindowChoice:
+    """The window and steps of one GPU (`choose_window`): no launch tree or classes needed.
+
+    `gpu_rows`: its kernel, memcpy and memset rows, found here if None.
+    """
+    if gpu_rows is None:
+        gpu_kinds = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
+        gpu_rows = np.flatnonzero(is_kind(trace.kind, gpu_kinds) & (trace.device == device))
+    return choose_window(
+        trace,
+        device,
+        gpu_rows,
+        spec,
+        host_steps=(host.step_names, host.step_starts, host.step_ends),
+        launches=host.launches,
     )
 
 
@@ -433,24 +458,14 @@ def _analyze(
             )
         ]
         return cpu_only, [None]
+    if paths_beside and jobs > 1 and len(devices) == 1 and model:
+        return _analyze_lone(trace, devices[0], window, rules, jobs)
     host_sets = Beside(jobs, _host, trace)
     tree = launch_tree(trace) if model else None
     classes = classify_kernels(trace, tree, rules)
     comm_row = classes.comm_mask(len(trace))
     hip = _mostly_hip(trace)
     host = host_sets.result()
-    if paths_beside and jobs > 1 and len(devices) == 1 and tree is not None:
-        early = _EarlyPath(trace, tree, devices[0], jobs)
-        try:
-            d = _analyze_device(
-                trace, host, devices[0], window, tree, classes, comm_row, hip, jobs,
-                on_window=early.start,
-            )  # fmt: skip
-            d = dataclasses.replace(d, launch=launch_stats(trace, d, tree))
-        except BaseException as e:  # a graph waiting for this analysis must not wait on
-            early.failed(e)
-            raise
-        return [d], [early.path(d)]
     out = [
         _analyze_device(trace, host, d, window, tree, classes, comm_row, hip, jobs) for d in devices
     ]
@@ -467,6 +482,32 @@ def _analyze(
         return done, [None] * len(done)
     now = jobs if len(done) == 1 else 1
     return done, [_path_beside(trace, d, tree, now, jobs) for d in done]
+
+
+def _analyze_lone(
+    trace: Trace, device: int, window: WindowSpec | None, rules: ClassRules | None, jobs: int
+) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | PathBeside | None]]:
+    """`_analyze` of a lone GPU on two threads or more, its critical path found beside.
+
+    Its window is chosen beside the launch tree, and its graph started from them beside the
+    kernel classes and the rest of its analysis.
+    """
+    host_window = Beside(jobs, _host_and_window, trace, device, window)
+    tree = launch_tree(trace)
+    host, choice = host_window.result()
+    early = _EarlyPath(trace, tree, device, jobs)
+    try:
+        early.start(choice.start_ns, choice.end_ns, list(choice.steps.names))
+        classes = classify_kernels(trace, tree, rules)
+        d = _analyze_device(
+            trace, host, device, window, tree, classes, classes.comm_mask(len(trace)),
+            _mostly_hip(trace), jobs, choice=choice,
+        )  # fmt: skip
+        d = dataclasses.replace(d, launch=launch_stats(trace, d, tree))
+    except BaseException as e:  # a graph waiting for this analysis must not wait on
+        early.failed(e)
+        raise
+    return [d], [early.path(d)]
 
 
 def _path_beside(
