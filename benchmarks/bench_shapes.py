@@ -18,7 +18,10 @@ shape, each its own process, page cache warm:
   rather than waking the kernel's OOM killer on a shared machine.
 
 badput and the floors run --repeat times (median wall and CPU, largest peak RSS); the
-fallback and HTA once. Wall = spawn to exit (start-up and imports included); CPU and peak RSS
+fallback and HTA once. badput's four runs of a shape (1 core, 2 cores; plain, gzipped) go
+round-robin, first: the gzipped/plain ratios compare runs made side by side, under the same
+load of the shared machine, and before the memory-heavy tools (the msgspec floor, the
+fallback, HTA) run. Wall = spawn to exit (start-up and imports included); CPU and peak RSS
 from ``os.wait4`` of that child. MB/s is always uncompressed bytes over wall time, for gzipped
 input too.
 
@@ -293,6 +296,34 @@ def measure_repeated(
     return result
 
 
+def measure_interleaved(
+    specs: list[tuple[str, list[str], set[int]]], repeat: int, **kw: Any
+) -> dict[str, ba.Run]:
+    """`measure_repeated` of several tools, round-robin: run 1 of each, then run 2 of each...
+
+    Tools whose times are compared (plain and gzipped) then meet the same load of a shared
+    machine, rather than one tool's runs a quiet minute and the other's a busy one. A tool
+    that fails is not run again.
+    """
+    done: dict[str, list[ba.Run]] = {tool: [] for tool, _, _ in specs}
+    for _ in range(max(1, repeat)):
+        for tool, command, cpus in specs:
+            runs = done[tool]
+            if runs and not runs[-1].ok:
+                continue
+            runs.append(measure(tool, command, cpus, **kw))
+    out: dict[str, ba.Run] = {}
+    for tool, runs in done.items():
+        if not runs[-1].ok or len(runs) == 1:
+            out[tool] = runs[-1]
+            continue
+        result = sorted(runs, key=lambda r: r.wall_s)[len(runs) // 2]
+        result.walls = [r.wall_s for r in runs]
+        result.max_rss_mib = max(r.max_rss_mib for r in runs)
+        out[tool] = result
+    return out
+
+
 def _log(run: ba.Run) -> None:
     print(
         f"  {run.status}: wall {run.wall_s:.2f} s, CPU {run.cpu_s:.2f} s, "
@@ -396,9 +427,21 @@ def bench_shape(
         return run
 
     state_start = badput_state()
-    warm = {"plain": ba.warm_page_cache(Path(plain))}
-    timed("badput-1", badput(plain, 1), one, repeat, timeout_s=BADPUT_TIMEOUT_S)
-    timed("badput-2", badput(plain, 2), two, repeat, timeout_s=BADPUT_TIMEOUT_S)
+    warm = {"plain": ba.warm_page_cache(Path(plain)), "gz": ba.warm_page_cache(Path(gz))}
+    # badput's four runs round-robin, before the memory-heavy tools: each gzipped/plain ratio
+    # compares runs made side by side on this shared machine.
+    together = [
+        ("badput-1", badput(plain, 1), one),
+        ("badput-1-gz", badput(gz, 1), one),
+        ("badput-2", badput(plain, 2), two),
+        ("badput-2-gz", badput(gz, 2), two),
+    ]
+    for key, command, _ in together:
+        print(f"[{name}] {key}: {shlex.join(command)}", file=sys.stderr, flush=True)
+    for key, run in measure_interleaved(together, repeat, timeout_s=BADPUT_TIMEOUT_S).items():
+        print(f"[{name}] {key}", file=sys.stderr, flush=True)
+        _log(run)
+        runs[key] = run
     timed("floor", [str(ba.VENV_PY), str(HERE / "floor_decode.py"), plain], one, repeat)
     timed("read-scan", [str(ba.VENV_PY), str(Path(__file__)), "--read-scan", plain], one, repeat)
 
@@ -430,10 +473,6 @@ def bench_shape(
         if ok_runs
         else None,
     }
-
-    warm["gz"] = ba.warm_page_cache(Path(gz))
-    timed("badput-1-gz", badput(gz, 1), one, repeat, timeout_s=BADPUT_TIMEOUT_S)
-    timed("badput-2-gz", badput(gz, 2), two, repeat, timeout_s=BADPUT_TIMEOUT_S)
 
     state_end = badput_state()  # HTA does not run badput's code
     hta_cmd = [str(ba.BENCH_PY), str(HERE / "hta_breakdown.py"), plain]
@@ -679,7 +718,10 @@ def report(
         f"allows CPUs {sorted(cpus[1])} (`sched_setaffinity`), thread pools at the number of "
         f"cores, page cache warm. badput (1 and 2 cores, plain and gzipped) and the two floors "
         f"run {args.repeat} time(s): median wall, the CPU time of that run, largest peak RSS; "
-        "the fallback and HTA run once. Wall = spawn to exit, start-up and imports included. "
+        "the fallback and HTA run once. badput's four runs of a shape go round-robin, first "
+        "(run 1 of each, then run 2 of each, ...): each gzipped/plain ratio compares runs made "
+        "side by side, before the memory-heavy tools run. "
+        "Wall = spawn to exit, start-up and imports included. "
         "Peak RSS = `ru_maxrss` from `os.wait4`. MB/s = uncompressed bytes (10^6) / wall, for "
         "the gzipped file too. badput writes `--format json --out /dev/null`"
         + (" with `--jobs N`." if jobs else " (this badput has no `--jobs`).")

@@ -342,10 +342,19 @@ def test_a_column_of_one_value_holds_no_buffer() -> None:
     assert col.array().tolist() == [1, 2, 2, 2]
 
 
-def test_stream_size_hint_scales_by_the_compressed_share(tmp_path: Path) -> None:
-    path = _write(tmp_path, _events(3000, seed=9), compact=True, gz=True, bare=False)
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_stream_size_hint_scales_by_the_compressed_share(tmp_path: Path, jobs: int) -> None:
+    # Names of random hex: a text that compresses about 2:1, far more compressed bytes than
+    # the inflater reads ahead of what it gives (512 KiB for python-isal).
+    rng = np.random.default_rng(9)
+    events = [
+        f'{{"ph": "X", "cat": "kernel", "name": "{rng.bytes(2000).hex()}", "pid": 0, '
+        f'"tid": 7, "ts": {i}, "dur": 1}}'
+        for i in range(2000)
+    ]
+    path = _write(tmp_path, events, compact=True, gz=True, bare=False)
     size = len(gzip.decompress(path.read_bytes()))
-    with open(path, "rb") as raw, _pieces.open_text(raw, True, 4096) as text:
+    with open(path, "rb") as raw, _pieces.open_text(raw, True, 256 << 10, jobs) as text:
         text.piece(0, 0)
         hint = text.size_hint()
         assert 0.5 * size <= hint <= 2 * size, (hint, size)
@@ -422,3 +431,81 @@ def test_id_columns_are_int32_until_a_value_needs_int64(
         assert trace.external_id[first].tolist() == complete.external_id[first].tolist()
         assert set(trace.tid[trace.tid != big_tid].tolist()) <= {2, 7}
     assert_same_trace(complete, _fast(path, monkeypatch, piece=700, jobs=1))
+
+
+@pytest.mark.parametrize("chunk", [1, 64, 65, 100, 1000])
+def test_stream_cuts_and_pieces_across_chunk_seams(chunk: int) -> None:
+    """A text held in chunks cuts and slices as the whole text does: cuts that straddle two
+    chunks are found (whitespace up to the seam's width; chunks of less are made that wide),
+    pieces inside one chunk are views."""
+    import io
+    import random
+
+    rng = random.Random(chunk)
+    parts = []
+    for i in range(300):
+        space = " " * rng.choice([0, 0, 1, 2, 5, 30])
+        newline = "\n" if rng.random() < 0.3 else ""
+        parts.append(f'{{"i": {i}, "s": "a,{{b"}}' + "," + newline + space)
+    whole = ("[" + "".join(parts)[:-1] + "]").encode()
+
+    class Reader:
+        def __init__(self) -> None:
+            self.buf = io.BytesIO(whole)
+
+        def read(self, n: int) -> bytes:
+            return self.buf.read(n)
+
+    for ahead in (False, True):
+        text = _pieces.StreamText(Reader(), 1, None, ahead=ahead, chunk_bytes=chunk)
+        try:
+            text._fill(len(whole) + 1)
+            assert text._top == len(whole) and bytes(text._span(0, len(whole))) == whole
+            for _ in range(300):
+                lo = rng.randrange(0, len(whole))
+                hi = rng.randrange(lo, len(whole) + 1)
+                assert text._cut(lo, hi) == _pieces._cut_in(whole, lo, hi), (lo, hi)
+                assert bytes(text._span(lo, hi)) == whole[lo:hi]
+            if chunk == 1000:
+                view = text._span(10, 20)  # inside the first chunk: a view, not a copy
+                assert isinstance(view, memoryview) and view.obj is text._chunks[0]
+            text.release(len(whole) // 2)
+            assert text._base <= len(whole) // 2 < text._base + max(chunk, _pieces._SEAM)
+            assert bytes(text._span(len(whole) // 2, len(whole))) == whole[len(whole) // 2 :]
+        finally:
+            text.close()
+
+
+def test_inflating_thread_ends_with_the_text(tmp_path: Path) -> None:
+    """Two jobs inflate on a thread of their own; closing the text (early, too) ends it."""
+    import threading
+
+    path = _write(tmp_path, _events(3000, seed=9), compact=True, gz=True, bare=False)
+    for read_all in (True, False):
+        with open(path, "rb") as raw, _pieces.open_text(raw, True, 4096, jobs=2) as text:
+            assert any(t.name == "badput-inflate" for t in threading.enumerate())
+            text.piece(0, 0)
+            if read_all:
+                assert text.rest(0) == gzip.decompress(path.read_bytes())
+        assert not any(t.name == "badput-inflate" for t in threading.enumerate())
+
+
+def test_a_corrupt_gzip_inflated_ahead_reads_the_complete_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inflating thread's error reaches the reader: the complete path then says why."""
+    good = _write(tmp_path, _events(2000, seed=2), compact=True, gz=True, bare=False)
+    data = bytearray(good.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # a corrupt block mid-stream
+    path = tmp_path / "corrupt.json.gz"
+    path.write_bytes(bytes(data))
+    errors = []
+    for fast in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(kineto, "CHUNK_BYTES", 1024)
+            if not fast:
+                m.setattr(_pieces, "usable", lambda: False)
+            with pytest.raises(TraceFormatError) as e:
+                kineto.read_kineto(str(path), jobs=2)
+            errors.append(str(e.value))
+    assert errors[0] == errors[1] and str(path) in errors[0]

@@ -13,8 +13,9 @@ threads.
 
 Plain files are memory-mapped: pieces are views of the mapping, never copied, and the pages of
 a merged piece are handed back (`MADV_DONTNEED`), so the text is never held whole. Gzipped
-files are inflated as the pieces are needed (with python-isal's inflater when installed),
-holding only the pieces in flight.
+files are inflated in chunks as the pieces are needed (with python-isal's inflater when
+installed; on a thread of its own, ahead of the reader, with two jobs or more), holding only
+the chunks of the pieces in flight; a piece inside one chunk is a view of it.
 
 Anything the fast path does not take (an event the scanner refuses is decoded on its own; a
 malformed or truncated text, a head without `traceEvents` in its first `HEAD_BYTES`, a run
@@ -28,7 +29,9 @@ import contextlib
 import importlib
 import mmap
 import os
+import queue
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -60,8 +63,12 @@ PIECE_BYTES = 8 << 20
 MAX_PIECE_BYTES = 8 * PIECE_BYTES
 #: The `"traceEvents": [` key must begin within this many bytes of the start.
 HEAD_BYTES = 64 << 20
-#: Bytes inflated per read of a gzipped file.
-INFLATE_BYTES = 4 << 20
+#: A gzipped file is inflated in chunks of this many pieces (a piece inside one is not copied).
+CHUNKS_PER_PIECE = 4
+#: Chunks a thread inflates ahead of the reader (two jobs or more).
+AHEAD_CHUNKS = 2
+#: Bytes on each side of where two chunks meet searched for a cut across them.
+_SEAM = 64
 
 _CUT = re.compile(rb",[ \t\r\n]*\{")
 _SPACE = re.compile(rb"[ \t\r\n]*")
@@ -216,102 +223,223 @@ class _Reader(Protocol):
 
 
 class StreamText:
-    """A gzipped file, inflated as far as the pieces asked for need (and `INFLATE_BYTES` on).
+    """A gzipped file, inflated in chunks as far as the pieces asked for need.
 
-    Inflating runs in the reading thread: with python-isal it is a small share of the work,
-    and a thread of its own, handing chunks over through a queue, made two cores no faster
-    on a 1 GB trace. Only the text from the first unmerged offset on is held.
+    The inflater's chunks (`CHUNKS_PER_PIECE` pieces each) are held as it gives them: a piece
+    inside one chunk is a view of it, never copied; one across two chunks is joined (one
+    copy). With `ahead`, a thread inflates up to `AHEAD_CHUNKS` chunks ahead of the reader
+    while the pieces are scanned and merged (python-isal and zlib release the GIL while they
+    inflate); without it the reading thread inflates what it needs. Only the chunks from the
+    first unmerged offset on are held.
     """
 
     def __init__(
-        self, stream: _Reader, piece_bytes: int = PIECE_BYTES, raw: IO[bytes] | None = None
+        self,
+        stream: _Reader,
+        piece_bytes: int = PIECE_BYTES,
+        raw: IO[bytes] | None = None,
+        ahead: bool = False,
+        chunk_bytes: int | None = None,
     ) -> None:
         self._piece_bytes = piece_bytes
+        # At least a seam's width: a cut across chunks then lies across two at most.
+        chunk = chunk_bytes if chunk_bytes is not None else CHUNKS_PER_PIECE * piece_bytes
+        self._chunk_bytes = max(chunk, _SEAM)
         self._stream = stream
         self._raw = raw  # the compressed file, for `size_hint`
-        self._buf = bytearray()
-        self._base = 0  # offset of _buf[0] in the text
+        self._chunks: deque[bytes] = deque()
+        self._base = 0  # offset of the first chunk in the text
+        self._top = 0  # offset of the end of the last chunk
+        self._used = 0  # compressed bytes the chunks held so far came from
         self._eof = False
+        self._ahead = _Inflating(stream, raw, self._chunk_bytes) if ahead else None
 
     def _more(self) -> bool:
-        """Inflate one more chunk into the buffer; False at the end of the text."""
+        """Inflate one more chunk; False at the end of the text."""
         if self._eof:
             return False
-        try:
-            chunk = self._stream.read(INFLATE_BYTES)
-        except Exception as e:  # corrupt or truncated gzip: the complete path says so
-            raise NotFast(str(e)) from None
+        if self._ahead is not None:
+            chunk, self._used = self._ahead.next()
+        else:
+            try:
+                chunk = self._stream.read(self._chunk_bytes)
+            except Exception as e:  # corrupt or truncated gzip: the complete path says so
+                raise NotFast(str(e)) from None
+            self._used = _tell(self._raw)
         if not chunk:
             self._eof = True
             return False
-        self._buf += chunk
+        self._chunks.append(chunk)
+        self._top += len(chunk)
         return True
 
-    def _copy(self, lo: int, hi: int | None = None) -> bytes:
-        """The text from offset `lo` to `hi` (the end of what is held), copied once."""
-        with memoryview(self._buf) as view:  # a slice of the bytearray would copy twice
-            return bytes(view[lo - self._base : None if hi is None else hi - self._base])
-
     def _fill(self, end: int) -> None:
-        while self._base + len(self._buf) < end and self._more():
+        while self._top < end and self._more():
             pass
+
+    def _span(self, lo: int, hi: int) -> memoryview | bytes:
+        """The text from offset `lo` to `hi`: a view of one chunk, or the chunks' parts joined."""
+        parts: list[memoryview] = []
+        off = self._base
+        for chunk in self._chunks:
+            end = off + len(chunk)
+            if end > lo and off < hi:
+                parts.append(memoryview(chunk)[max(lo - off, 0) : min(hi, end) - off])
+            if end >= hi:
+                break
+            off = end
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
+
+    def _cut(self, lo: int, hi: int) -> int:
+        """The offset of the `{` of the first cut in the text's `[lo, hi)`, or -1.
+
+        Each chunk is searched where it is; where two chunks meet, the bytes around the seam
+        (`_SEAM` of each; a chunk holds at least that many) are searched for a cut that
+        begins before it. A cut with more whitespace than that across a seam is not seen (a
+        later one is taken: cuts are guesses, the result is the same for any).
+        """
+        off = self._base
+        prev: bytes | None = None
+        for chunk in self._chunks:
+            end = off + len(chunk)
+            if prev is not None and off > lo and off - _SEAM < hi:
+                seam = prev[-_SEAM:] + chunk[:_SEAM]
+                start = off - min(_SEAM, len(prev))
+                m = _CUT.search(seam, max(lo - start, 0), min(hi - start, len(seam)))
+                if m is not None and start + m.start() < off:
+                    return start + int(m.end()) - 1
+            if end > lo and off < hi:
+                found = _cut_in(chunk, max(lo - off, 0), min(hi, end) - off)
+                if found >= 0:
+                    return off + found
+            if end >= hi:
+                break
+            prev, off = chunk, end
+        return -1
 
     def head(self, n: int) -> bytes:
         self._fill(n)
-        return bytes(self._buf[:n])
+        return bytes(self._span(self._base, min(n, self._top)))
 
     def piece(self, pos: int, min_end: int) -> Piece:
         target = max(pos + self._piece_bytes, min_end)
         self._fill(target + (1 << 16))
         searched = target
         while True:
-            top = self._base + len(self._buf)
+            top = self._top
             if target >= top and self._eof:
-                return Piece(pos, self._copy(pos), True)
-            cut = _cut_in(self._buf, searched - self._base, top - self._base)
+                return Piece(pos, self._span(pos, top), True)
+            cut = self._cut(searched, top)
             if cut >= 0:
-                return Piece(pos, self._copy(pos, self._base + cut), False)
+                return Piece(pos, self._span(pos, cut), False)
             if top - target > MAX_PIECE_BYTES:
                 raise NotFast("no place to cut")
             searched = max(target, top - 64)  # a cut may straddle what was there and what comes
             if not self._more():
-                return Piece(pos, self._copy(pos), True)
+                return Piece(pos, self._span(pos, self._top), True)
 
     def release(self, end: int) -> None:
-        drop = end - self._base
-        if drop > 0:
-            del self._buf[:drop]
-            self._base = end
+        while self._chunks and self._base + len(self._chunks[0]) <= end:
+            self._base += len(self._chunks.popleft())
 
     def rest(self, pos: int) -> bytes:
         while self._more():
             pass
-        return self._copy(pos)
+        return bytes(self._span(pos, self._top))
 
     def size_hint(self) -> int:
         """The text inflated so far, scaled by the share of the compressed file it took."""
-        held = self._base + len(self._buf)
+        held = self._top
         if self._eof or self._raw is None:
             return held
         try:
-            used = self._raw.tell()
             total = os.fstat(self._raw.fileno()).st_size
         except (OSError, ValueError, AttributeError):
             return held
+        used = self._used
         return held if used <= 0 else max(held, held * total // used)
 
     def close(self) -> None:
-        self._buf = bytearray()
+        if self._ahead is not None:
+            self._ahead.close()
+        self._chunks.clear()
+
+
+def _tell(raw: IO[bytes] | None) -> int:
+    """How far the compressed file has been read (0 where it cannot say)."""
+    if raw is None:
+        return 0
+    try:
+        return raw.tell()
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+class _Inflating:
+    """A gzip stream inflated on a thread of its own, up to `AHEAD_CHUNKS` chunks ahead."""
+
+    def __init__(self, stream: _Reader, raw: IO[bytes] | None, chunk_bytes: int) -> None:
+        self._stream, self._raw, self._chunk_bytes = stream, raw, chunk_bytes
+        self._queue: queue.Queue[tuple[bytes, int, BaseException | None]] = queue.Queue(
+            AHEAD_CHUNKS
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="badput-inflate", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                chunk = self._stream.read(self._chunk_bytes)
+                if not self._put((chunk, _tell(self._raw), None)) or not chunk:
+                    return
+        except Exception as e:  # corrupt or truncated gzip: handed to the reader
+            self._put((b"", 0, e))
+
+    def _put(self, item: tuple[bytes, int, BaseException | None]) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def next(self) -> tuple[bytes, int]:
+        """The next chunk (empty at the end) and the compressed bytes read up to it."""
+        while True:
+            try:
+                chunk, used, error = self._queue.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if not self._thread.is_alive() and self._queue.empty():
+                    raise NotFast("the inflating thread stopped") from None
+        if error is not None:
+            raise NotFast(str(error))
+        return chunk, used
+
+    def close(self) -> None:
+        """Stop the thread (a chunk being inflated is finished first) and drop what it held."""
+        self._stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
+        self._thread.join()
 
 
 @contextmanager
-def open_text(stream: IO[bytes], gzipped: bool, piece_bytes: int = PIECE_BYTES) -> Iterator[Text]:
+def open_text(
+    stream: IO[bytes], gzipped: bool, piece_bytes: int = PIECE_BYTES, jobs: int = 1
+) -> Iterator[Text]:
     """The text of an open trace file: mapped when plain, inflated as read when gzipped.
 
-    Pieces are of `piece_bytes` (and up to the next place to cut).
+    Pieces are of `piece_bytes` (and up to the next place to cut). With `jobs` of 2 or more a
+    gzipped text is inflated ahead on a thread of its own.
     """
     text: MappedText | StreamText = (
-        StreamText(_inflater(stream), piece_bytes, stream)
+        StreamText(_inflater(stream), piece_bytes, stream, ahead=jobs > 1)
         if gzipped
         else MappedText(stream.fileno(), piece_bytes)
     )

@@ -234,7 +234,7 @@ def read_kineto(path: str, progress: Callable[[int], None] | None = None, jobs: 
             try:
                 with (
                     _open_raw(path) as (raw, gzipped),
-                    _pieces.open_text(raw, gzipped, CHUNK_BYTES) as text,
+                    _pieces.open_text(raw, gzipped, CHUNK_BYTES, jobs) as text,
                 ):
                     document = _pieces.read_events(text, columns, jobs, _decode_piece, progress)
                 return _build(path, columns, document)
