@@ -614,7 +614,6 @@ typedef struct {
 
 static const op_t NO_OP = {{NULL, NULL, NULL, NULL}, {0, 0, 0, 0}, NO_ID, NO_ID};
 
-
 /* has_coll is set when the args hold a "Collective name" key (NCCL metadata) or a key that
  * names the record a cuda_sync row waited on. */
 static int scan_args(cursor *c, args_t *a, int *has_coll, op_t *op) {
