@@ -79,6 +79,18 @@ def assert_same(a: Trace, b: Trace) -> None:
     )
 
 
+def assert_both_paths_agree(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C scanner and msgspec read `path` the same, or fail with the same error."""
+    try:
+        c = _read(path, True, monkeypatch)
+    except Exception as e:  # the same error from both paths
+        with pytest.raises(type(e)) as info:
+            _read(path, False, monkeypatch)
+        assert str(info.value) == str(e)
+        return
+    assert_same(c, _read(path, False, monkeypatch))
+
+
 def _real_traces(shared: Path) -> list[Path]:
     return sorted(
         p
@@ -185,14 +197,7 @@ def test_random_events_read_the_same(
     path = tmp_path / ("t.json.gz" if gz else "t.json")
     data = text.encode()
     path.write_bytes(gzip.compress(data) if gz else data)
-    try:
-        c = _read(path, True, monkeypatch)
-    except Exception as e:  # the same error from both paths
-        with pytest.raises(type(e)) as info:
-            _read(path, False, monkeypatch)
-        assert str(info.value) == str(e)
-        return
-    assert_same(c, _read(path, False, monkeypatch))
+    assert_both_paths_agree(path, monkeypatch)
 
 
 @needs_c
@@ -287,14 +292,7 @@ def test_near_miss_keys_read_the_same(
     path = tmp_path / "t.json"
     # The event last, its closing brace the text's last byte but two: keys near the end.
     path.write_text('{"traceEvents": [' + event + sep + event + "]}")
-    try:
-        c = _read(path, True, monkeypatch)
-    except Exception as e:  # the same error from both paths
-        with pytest.raises(type(e)) as info:
-            _read(path, False, monkeypatch)
-        assert str(info.value) == str(e)
-        return
-    assert_same(c, _read(path, False, monkeypatch))
+    assert_both_paths_agree(path, monkeypatch)
 
 
 @needs_c

@@ -158,6 +158,20 @@ def test_cuts_that_do_not_hold_are_retried(monkeypatch: pytest.MonkeyPatch) -> N
     assert _fastscan.RunStatus.TRUNCATED in runs and runs[-1] is _fastscan.RunStatus.DONE
 
 
+def _errors_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch, piece: int) -> list[str]:
+    """The errors of the fast path (pieces of `piece` bytes, two jobs) and of the complete one."""
+    errors = []
+    for fast in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(kineto, "CHUNK_BYTES", piece)
+            if not fast:
+                m.setattr(_pieces, "usable", lambda: False)
+            with pytest.raises(TraceFormatError) as e:
+                kineto.read_kineto(str(path), jobs=2)
+            errors.append(str(e.value))
+    return errors
+
+
 @pytest.mark.parametrize("gz", [False, True])
 @pytest.mark.parametrize(
     "cut",
@@ -176,15 +190,7 @@ def test_bad_text_keeps_the_complete_paths_error(
     data = cut(good.read_bytes())
     path = tmp_path / ("bad.json.gz" if gz else "bad.json")
     path.write_bytes(gzip.compress(data) if gz else data)
-    errors = []
-    for fast in (True, False):
-        with monkeypatch.context() as m:
-            m.setattr(kineto, "CHUNK_BYTES", 64)
-            if not fast:
-                m.setattr(_pieces, "usable", lambda: False)
-            with pytest.raises(TraceFormatError) as e:
-                kineto.read_kineto(str(path), jobs=2)
-            errors.append(str(e.value))
+    errors = _errors_both_ways(path, monkeypatch, 64)
     assert str(path) in errors[0]
     at = re.search(r"at byte ([\d,]+)", errors[0])
     if at is None:  # truncated: the complete path's words
@@ -499,13 +505,5 @@ def test_a_corrupt_gzip_inflated_ahead_reads_the_complete_way(
     data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # a corrupt block mid-stream
     path = tmp_path / "corrupt.json.gz"
     path.write_bytes(bytes(data))
-    errors = []
-    for fast in (True, False):
-        with monkeypatch.context() as m:
-            m.setattr(kineto, "CHUNK_BYTES", 1024)
-            if not fast:
-                m.setattr(_pieces, "usable", lambda: False)
-            with pytest.raises(TraceFormatError) as e:
-                kineto.read_kineto(str(path), jobs=2)
-            errors.append(str(e.value))
+    errors = _errors_both_ways(path, monkeypatch, 1024)
     assert errors[0] == errors[1] and str(path) in errors[0]
