@@ -76,9 +76,15 @@ def _name_flags(trace: Trace, predicate: Callable[[str], bool]) -> B:
     return trace.name_mask(predicate)
 
 
+def _spans(trace: Trace, mask: B) -> IntervalSet:
+    """The union of the rows of `mask`, each [ts, ts + dur): only those rows' ends are made."""
+    rows = np.flatnonzero(mask)
+    return IntervalSet.from_spans(trace.ts_ns[rows], trace.end_of(rows))
+
+
 def _host(trace: Trace) -> _Host:
     kind = trace.kind
-    ts, end = trace.ts_ns, trace.end_ns
+    ts = trace.ts_ns
     is_step_name = _name_flags(trace, lambda n: profiler_step_number(n) is not None)
     is_loader_name = _name_flags(trace, is_dataloader_span)
     op = (kind == EventKind.CPU_OP) | (kind == EventKind.ANNOTATION)
@@ -91,13 +97,13 @@ def _host(trace: Trace) -> _Host:
     by_corr = launch_rows[np.argsort(trace.correlation[launch_rows], kind="stable")]
     steps = np.flatnonzero(step_row)
     return _Host(
-        runtime=IntervalSet.from_spans(ts[call], end[call]),
-        dataloader=IntervalSet.from_spans(ts[loader_row], end[loader_row]),
-        cpu=IntervalSet.from_spans(ts[cpu_row], end[cpu_row]),
-        launches=Launches(trace.correlation[by_corr], ts[by_corr], end[by_corr]),
+        runtime=_spans(trace, call),
+        dataloader=_spans(trace, loader_row),
+        cpu=_spans(trace, cpu_row),
+        launches=Launches(trace.correlation[by_corr], ts[by_corr], trace.end_of(by_corr)),
         step_names=[trace.names[i] for i in trace.name_id[steps].tolist()],
         step_starts=ts[steps],
-        step_ends=end[steps],
+        step_ends=trace.end_of(steps),
     )
 
 
@@ -121,7 +127,7 @@ def _analyze_device(
     comm = kernel & comm_row
     compute = kernel & ~comm
     gpu = kernel | memory
-    ts, end = trace.ts_ns, trace.end_ns
+    ts = trace.ts_ns
     warnings: list[str] = []
 
     gpu_rows = np.flatnonzero(gpu)
@@ -130,9 +136,9 @@ def _analyze_device(
     steps, w0, w1, source = choice.steps, choice.start_ns, choice.end_ns, choice.source
     warnings += choice.warnings
 
-    compute_set = IntervalSet.from_spans(ts[compute], end[compute])
-    comm_all = IntervalSet.from_spans(ts[comm], end[comm])
-    memory_all = IntervalSet.from_spans(ts[memory], end[memory])
+    compute_set = _spans(trace, compute)
+    comm_all = _spans(trace, comm)
+    memory_all = _spans(trace, memory)
     window = IntervalSet.span(w0, w1)
 
     compute_w = compute_set.intersect(window)
@@ -173,11 +179,11 @@ def _analyze_device(
 
     in_window = gpu & (ts >= w0) & (ts < w1)
     kernels, kernel_ns, short_ns = _kernel_table(trace, in_window, classes)
-    outside_ns = int(np.maximum(end[in_window] - w1, 0).sum())
+    outside_ns = int(np.maximum(trace.end_of(np.flatnonzero(in_window)) - w1, 0).sum())
     comm_total = comm_all.intersect(window)
     window_ns = w1 - w0
     warnings += _degenerate_warnings(
-        bool((end[gpu_rows] > ts[gpu_rows]).any()),
+        bool((trace.dur_ns[gpu_rows] > 0).any()),
         step_results,
         window_ns,
         source,

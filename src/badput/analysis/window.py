@@ -305,7 +305,7 @@ def choose_window(
         UsageError: `spec` is a time window outside the trace, or steps the trace lacks.
     """
     kind = trace.kind
-    ts, end = trace.ts_ns, trace.end_ns
+    ts = trace.ts_ns
     step_names, step_starts, step_ends = host_steps
     warnings: list[str] = []
     is_step = trace.name_mask(lambda n: profiler_step_number(n) is not None)[trace.name_id]
@@ -323,7 +323,7 @@ def choose_window(
         numbers += [profiler_step_number(trace.name_of(int(r))) for r in gpu_step_rows]
         warnings += _check_steps(spec, [k for k in numbers if k is not None], span)
 
-    gpu_corr, gpu_ts, gpu_end = trace.correlation[gpu_rows], ts[gpu_rows], end[gpu_rows]
+    gpu_corr, gpu_ts, gpu_end = trace.correlation[gpu_rows], ts[gpu_rows], trace.end_of(gpu_rows)
 
     def stretched() -> Steps:
         return cpu_steps(step_names, step_starts, step_ends, launches, gpu_corr, gpu_ts, gpu_end)
@@ -332,7 +332,7 @@ def choose_window(
     if gpu_step.any():
         rows = np.flatnonzero(gpu_step)
         steps = gpu_steps(
-            [trace.names[i] for i in trace.name_id[rows].tolist()], ts[rows], end[rows]
+            [trace.names[i] for i in trace.name_id[rows].tolist()], ts[rows], trace.end_of(rows)
         )
         short = gpu_step_shortfalls(
             steps,
@@ -391,7 +391,7 @@ def choose_window(
         warnings.append(f"no step in the requested --window range on this GPU{why}")
         source = WindowSource.NONE
     else:
-        w0, w1 = int(ts[gpu_rows].min()), int(end[gpu_rows].max())
+        w0, w1 = int(gpu_ts.min()), int(gpu_end.max())
         source = WindowSource.GPU_ACTIVITY
 
     return WindowChoice(selected, int(w0), int(w1), source, warnings)

@@ -401,6 +401,12 @@ class Trace:
         end: I64 = self.ts_ns + self.dur_ns
         return end
 
+    def end_of(self, rows: npt.NDArray[np.integer]) -> I64:
+        """End time (`ts_ns + dur_ns`) of the rows given by index: no row-sized array made."""
+        end: I64 = self.ts_ns[rows]
+        end += self.dur_ns[rows]
+        return end
+
     def mask(self, *kinds: EventKind) -> npt.NDArray[np.bool_]:
         """Boolean row mask of the rows whose kind is one of `kinds`."""
         out = np.zeros(len(self), dtype=np.bool_)
