@@ -472,12 +472,12 @@ class _Columns:
         (row by row, dims, types, strides, concrete), so mapping them in local-id order gives
         both the same `values`. A text only rows dropped for a bad time used is not kept.
         """
-        used = np.zeros(len(ops.values) + 1, dtype=np.bool_)
-        used[ops.ids] = True  # NO_ID marks the last slot
         # -1 (absent) indexes the last slot of `lut`, which stays NO_ID
         lut = np.full(len(ops.values) + 1, NO_ID, dtype=np.int32)
         index, values = self.op_index, self.op_values
-        for local in np.flatnonzero(used[:-1]).tolist():
+        for local in _used_ids(ops.ids, len(ops.values)):
+            if local < 0:
+                continue
             text = ops.values[local]
             value_id = index.get(text)
             if value_id is None:
