@@ -44,6 +44,36 @@ def test_the_tree_is_walked() -> None:
     assert ("telemetry", "record") in ALL_COMMANDS and len(ALL_COMMANDS) >= 20
 
 
+def test_a_named_command_parses_as_in_the_whole_group(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `main` builds only the command its first word names: the same help, the same usage
+    # errors as the whole group gives it; groups, typos and options get the whole group.
+    monkeypatch.setenv("COLUMNS", "160")
+    whole: Any = command()
+    names = sorted(whole.commands)
+    singles = 0
+    for name in names:
+        held: Any = command([name, "--help"])
+        if list(held.commands) == [name]:
+            singles += 1
+            assert [p.name for p in held.params] == [p.name for p in whole.params] == ["version"]
+            ctx_whole = whole.commands[name].make_context(name, ["--help"], resilient_parsing=True)
+            ctx_held = held.commands[name].make_context(name, ["--help"], resilient_parsing=True)
+            assert held.commands[name].get_help(ctx_held) == whole.commands[name].get_help(
+                ctx_whole
+            )
+        else:  # a group (bench, estimate, telemetry): the whole app
+            assert sorted(held.commands) == names
+    assert singles >= 8
+    for args in (["anlyze"], ["--version"], ["bench", "--help"], []):
+        assert sorted(command(args).commands) == names
+    # a usage error of a held command names it as the whole group does
+    assert main(["analyze", "--no-such-flag"]) == 2
+    err = capsys.readouterr().err
+    assert "No such option" in err and "--no-such-flag" in err and "badput analyze" in err
+
+
 # ---- --version -----------------------------------------------------------------------------
 
 
