@@ -335,19 +335,25 @@ class _Columns:
         if phase.shape[0] == 0:
             return
         texts = scanned.strings
-        cat_kind = np.array([self.kinds[t] for t in texts] + [self.kinds[""]], dtype=np.int8)
+        # Local string id -> ours, for the ids the piece's rows use (-1, none: the last slot);
+        # a piece's table holds its names and categories alike (tens of thousands of Python
+        # frames' names on a with_stack trace): one list per column, set in one assignment.
+        local_cat = scanned.column("cat", np.int32)
+        used = _used_ids(local_cat, len(texts))
+        cat_kind = np.zeros(len(texts) + 1, dtype=np.int8)
+        cat_kind[used] = [self.kinds[texts[i] if i >= 0 else ""] for i in used]
         local_name = scanned.column("name", np.int32)
         name_map = np.full(len(texts) + 1, -1, dtype=np.int32)
-        for local in _used_ids(local_name, len(texts)):
-            name_map[local] = self.names[texts[local] if local >= 0 else ""]
+        used = _used_ids(local_name, len(texts))
+        name_map[used] = [self.names[texts[i] if i >= 0 else ""] for i in used]
         flow = (phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)
         # Map only the labels kept rows use, so that both decode paths know the same labels.
         label_ids = np.full(len(scanned.labels) + 1, NO_ID, dtype=np.int64)
         if scanned.labels:
-            used = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
+            labels = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
             if flow.any():
-                used.append(scanned.column("id_label", np.int32)[flow])
-            for local in _used_ids(np.concatenate(used), len(scanned.labels)):
+                labels.append(scanned.column("id_label", np.int32)[flow])
+            for local in _used_ids(np.concatenate(labels), len(scanned.labels)):
                 if local >= 0:
                     label_ids[local] = self.ids[scanned.labels[local]]
 
@@ -362,7 +368,7 @@ class _Columns:
         if flow.any():
             correlation = np.where(flow, ident("id"), correlation)
         cols: dict[str, npt.NDArray[Any]] = {
-            "kind": cat_kind[scanned.column("cat", np.int32)],
+            "kind": cat_kind[local_cat],
             "phase": phase,
             "ts_ns": scanned.column("ts", np.int64),
             "dur_ns": scanned.column("dur", np.int64).copy(),
