@@ -86,16 +86,35 @@ def nest(
     outer ones, and a zero-length node closes right after it opens. The depth after each
     event is a running sum; a node's parent is the last node opened one level up before it.
     Intervals that overlap without nesting get the nearest ancestor that contains them.
+    Every interval ends at or after its start (ValueError otherwise: no order would hold).
     """
     n = g.shape[0]
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), g, start, end
+    if (end < start).any():
+        raise ValueError("nest: an interval ends before it starts")
+    keys = _event_keys(g, start, end)
+    if (fast := c_paths()) is not None:
+        # The opens sorted on their own (by (g, start), ties in input order) and the closes'
+        # keys sorted: a sort of n and one of n values, not one of 2n with its index; one
+        # pass in C then counts the closes before each open and finds the parents.
+        order = np.argsort(keys[:n], kind="stable")
+        open_keys = keys[:n][order]
+        close_keys = np.sort(keys[n:])
+        del keys
+        g, start = g[order], start[order]
+        order, end = _open_ties(order, g, start, end, rank)
+        parent = np.empty(n, dtype=np.int64)
+        if not fast.nest_parents(open_keys, close_keys, *_packed(g, start, end), parent):
+            raise ValueError("nest: a close before its own open (an end before its start)")
+        return order, parent, g, start, end
     pos = np.arange(n, dtype=np.int64)
     # One stable sort of all events by (g, t, class). Only how many closes come before each
     # open matters (its depth is the opens so far minus those closes): no close ties with an
     # open, so the order of the closes among themselves never does.
-    events = np.argsort(_event_keys(g, start, end), kind="stable")
+    events = np.argsort(keys, kind="stable")
+    del keys
     open_ev = np.flatnonzero(events < n)  # event position of each open, in open order
     order = events[open_ev]  # by (g, start), ties in input order
     del events
@@ -103,8 +122,27 @@ def nest(
     d += pos
     d += 1  # depth at each open: opens up to it (pos + 1) minus closes before it
     g, start = g[order], start[order]
+    order, end = _open_ties(order, g, start, end, rank)
+    return order, _depth_parents(d, g, start, end), g, start, end
+
+
+def _packed(*arrays: Ids) -> list[I64]:
+    """The arrays as contiguous int64, for the C helpers (a copy only where needed)."""
+    return [np.ascontiguousarray(a, dtype=np.int64) for a in arrays]
+
+
+def _open_ties(
+    order: I64, g: I64, start: I64, end: I64, rank: Callable[[I64], npt.NDArray[np.integer]]
+) -> tuple[I64, I64]:
+    """`nest`'s open order with its runs of equal (g, start) put in order, and the ends in it.
+
+    `order` holds input positions by (g, start), ties in input order; `g` and `start` are in
+    that order, `end` in input order. Each run is sorted by the longer first, then `rank`,
+    then input position.
+    """
     # Opens at equal (g, start) are adjacent events (no close between them): sort each run
     # by the other keys; the depths stay by position (d, d + 1, ... along a run).
+    n = order.shape[0]
     tie = g[1:] == g[:-1]
     tie &= start[1:] == start[:-1]
     if tie.any():
@@ -116,8 +154,16 @@ def nest(
         run = np.ones(at.shape[0], dtype=np.bool_)
         run[1:] = ~tie[at[1:] - 1]
         order[at] = sub[np.lexsort((sub, rank(sub), -end[sub], np.cumsum(run)))]
-    end = end[order]
+    return order, end[order]
 
+
+def _depth_parents(d: I64, g: I64, start: I64, end: I64) -> I64:
+    """Each node's parent from its depth `d` at open (nodes in open order), repaired.
+
+    `g`, `start` and `end` are the nodes' in open order.
+    """
+    n = d.shape[0]
+    pos = np.arange(n, dtype=np.int64)
     # Parent: the last open at depth d - 1 before it. The depth rises by at most one from an
     # open to the next, so that is the node just before when the depth rose (a first child);
     # else the parent of the previous node at the same depth (its elder sibling: any node
@@ -158,7 +204,7 @@ def nest(
             cand[todo] = parent[cand[todo]]
         # Each new parent contains its child (or is NO_ID): no second pass finds more.
         parent[bad] = cand
-    return order, parent, g, start, end
+    return parent
 
 
 def depths(parent: I64) -> I64:

@@ -1,7 +1,8 @@
 /*
  * Longest paths through a dependency graph (badput.analysis.critical_path), in one pass; and
- * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting), and
- * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors).
+ * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting),
+ * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors), and
+ * the parents of nesting's sweep once its events are sorted (nest_parents).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -353,12 +354,76 @@ static PyObject *marked_ancestors(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* nest_parents(open_keys, close_keys, g, start, end, parent_out) -> bool
+ *
+ * The parents `nest` (badput.analysis._nesting) finds, after its sort: every argument int64.
+ * open_keys: each node's event key (group, start, class), ascending, the nodes in open order;
+ * close_keys: the keys of the closes, ascending; g, start, end: the nodes' own, in open
+ * order. A node's depth is the opens up to it less the closes whose keys sort before its own
+ * (no close ties an open: their classes differ); its parent the last node before it one level
+ * up, climbed from the node just before it to the first that contains it where that one
+ * does not. The climb reads the parents found by depth alone: nodes are repaired from the
+ * last to the first, so those before the one repaired are as yet unchanged. False (nothing
+ * to trust in parent_out) where a depth is below 1: closes sort before their own opens only
+ * when an end precedes its start, whose parents the numpy version decides. */
+static PyObject *nest_parents(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    buf bs[6] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
+        return NULL;
+    static const Py_ssize_t bsize[6] = {8, 8, 8, 8, 8, 8};
+    if (get_all(o, bs, 6, bsize, 5) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8;
+    for (int i = 1; i < 6; i++) {
+        if (bs[i].b.len / 8 != n) {
+            release(bs, 6);
+            PyErr_SetString(PyExc_ValueError, "nest_parents: arrays of mismatched lengths");
+            return NULL;
+        }
+    }
+    const int64_t *okey = bs[0].b.buf, *ckey = bs[1].b.buf, *g = bs[2].b.buf,
+                  *start = bs[3].b.buf, *end = bs[4].b.buf;
+    int64_t *parent = bs[5].b.buf;
+    /* last[d]: the last node so far at depth d (1 <= d <= n). */
+    int64_t *last = PyMem_RawMalloc(((size_t)n + 2) * sizeof(int64_t));
+    if (!last) {
+        release(bs, 6);
+        return PyErr_NoMemory();
+    }
+    int nested = 1;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t closed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        while (closed < n && ckey[closed] < okey[i]) closed++;
+        int64_t d = (int64_t)i + 1 - (int64_t)closed;
+        if (d < 1) {
+            nested = 0;
+            break;
+        }
+        parent[i] = d >= 2 ? last[d - 1] : -1;
+        last[d] = i;
+    }
+    for (Py_ssize_t i = nested ? n - 1 : -1; i >= 0; i--) {
+        int64_t p = parent[i];
+        if (p < 0 || end[i] <= end[p]) continue;
+        int64_t c = i - 1;
+        while (c >= 0 && !(g[c] == g[i] && start[c] <= start[i] && end[i] <= end[c]))
+            c = parent[c];
+        parent[i] = c;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(last);
+    release(bs, 6);
+    return PyBool_FromLong(nested);
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
     {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},
+    {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
     {NULL, NULL, 0, NULL},
 };
 
