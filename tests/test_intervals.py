@@ -6,6 +6,10 @@ every operation can be checked point by point, and a measure is a count of point
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,6 +92,29 @@ def test_intersect(a: Spans, b: Spans) -> None:
 @given(spans_st, spans_st)
 def test_subtract(a: Spans, b: Spans) -> None:
     check(build(a).subtract(build(b)), points(a) - points(b))
+
+
+@contextlib.contextmanager
+def _numpy_only() -> Iterator[None]:
+    """The numpy versions of the set operations (`BADPUT_NO_C_PATHS`), for a block."""
+    before = os.environ.get("BADPUT_NO_C_PATHS")
+    os.environ["BADPUT_NO_C_PATHS"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["BADPUT_NO_C_PATHS"]
+        else:
+            os.environ["BADPUT_NO_C_PATHS"] = before
+
+
+@PROPS
+@given(spans_st, spans_st)
+def test_intersect_and_subtract_without_the_c_helpers(a: Spans, b: Spans) -> None:
+    # The tests above run the C merge of two sets (where built); these, the numpy pairing.
+    with _numpy_only():
+        check(build(a).intersect(build(b)), points(a) & points(b))
+        check(build(a).subtract(build(b)), points(a) - points(b))
 
 
 @PROPS

@@ -106,7 +106,7 @@ def nest(
         g, start = g[order], start[order]
         order, end = _open_ties(order, g, start, end, rank)
         parent = np.empty(n, dtype=np.int64)
-        if not fast.nest_parents(open_keys, close_keys, *_packed(g, start, end), parent):
+        if not fast.nest_parents(open_keys, close_keys, *packed(g, start, end), parent):
             raise ValueError("nest: a close before its own open (an end before its start)")
         return order, parent, g, start, end
     pos = np.arange(n, dtype=np.int64)
@@ -126,7 +126,7 @@ def nest(
     return order, _depth_parents(d, g, start, end), g, start, end
 
 
-def _packed(*arrays: Ids) -> list[I64]:
+def packed(*arrays: Ids) -> list[I64]:
     """The arrays as contiguous int64, for the C helpers (a copy only where needed)."""
     return [np.ascontiguousarray(a, dtype=np.int64) for a in arrays]
 
@@ -246,19 +246,8 @@ def sub_nesting(
     if (fast := c_paths()) is not None:
         k = g.shape[0]
         sub_parent, depth = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
-
-        def packed(a: I64) -> I64:
-            return np.ascontiguousarray(a, dtype=np.int64)
-
-        if not fast.sub_forest(
-            packed(parent),
-            np.ascontiguousarray(keep, dtype=np.bool_).view(np.uint8),
-            packed(g),
-            packed(start),
-            packed(end),
-            sub_parent,
-            depth,
-        ):
+        mask = np.ascontiguousarray(keep, dtype=np.bool_).view(np.uint8)
+        if not fast.sub_forest(*packed(parent), mask, *packed(g, start, end), sub_parent, depth):
             return None
         return np.flatnonzero(keep).astype(np.int64), sub_parent, depth
     kept = np.flatnonzero(keep)

@@ -1,8 +1,9 @@
 /*
  * Longest paths through a dependency graph (badput.analysis.critical_path), in one pass; and
  * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting),
- * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors), and
- * the parents of nesting's sweep once its events are sorted (nest_parents).
+ * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors), the
+ * parents of nesting's sweep once its events are sorted (nest_parents), and the intersection
+ * of two canonical interval sets (overlaps, for badput.analysis.intervals).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -417,6 +418,51 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
     return PyBool_FromLong(nested);
 }
 
+/* overlaps(a_starts, a_ends, b_starts, b_ends, out_starts, out_ends) -> int
+ *
+ * The intersection of two canonical interval sets (badput.analysis.intervals: starts
+ * ascending, each interval of positive length and ending strictly before the next starts),
+ * every argument int64, the outputs of at least len(a) + len(b) items (more than the pieces
+ * two such sets can share). One merge of the two: each pair that overlaps gives one piece,
+ * in order; returns the number of pieces written. */
+static PyObject *overlaps(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    buf bs[6] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
+        return NULL;
+    static const Py_ssize_t bsize[6] = {8, 8, 8, 8, 8, 8};
+    if (get_all(o, bs, 6, bsize, 4) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8, m = bs[2].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[3].b.len / 8 != m || bs[4].b.len / 8 < n + m ||
+        bs[5].b.len / 8 < n + m) {
+        release(bs, 6);
+        PyErr_SetString(PyExc_ValueError, "overlaps: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int64_t *a_start = bs[0].b.buf, *a_end = bs[1].b.buf, *b_start = bs[2].b.buf,
+                  *b_end = bs[3].b.buf;
+    int64_t *out_start = bs[4].b.buf, *out_end = bs[5].b.buf;
+    Py_ssize_t i = 0, j = 0, k = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (i < n && j < m && k < n + m) {
+        int64_t ea = a_end[i], eb = b_end[j];
+        int64_t lo = a_start[i] > b_start[j] ? a_start[i] : b_start[j];
+        int64_t hi = ea < eb ? ea : eb;
+        if (lo < hi) {
+            out_start[k] = lo;
+            out_end[k] = hi;
+            k++;
+        }
+        /* The interval that ends first meets none of the other set's after the one it is
+         * paired with; at equal ends neither meets the other's next (it starts later). */
+        if (ea <= eb) i++;
+        if (eb <= ea) j++;
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, 6);
+    return PyLong_FromSsize_t(k);
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
@@ -424,6 +470,7 @@ static PyMethodDef methods[] = {
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},
     {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
+    {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
     {NULL, NULL, 0, NULL},
 };
 

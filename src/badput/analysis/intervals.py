@@ -7,6 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._nesting import c_paths
+from badput.analysis._nesting import packed as _packed
+
 __all__ = ["IntervalSet"]
 
 I64 = npt.NDArray[np.int64]
@@ -160,6 +163,14 @@ class IntervalSet:
         ends). Pieces of distinct pairs neither overlap nor touch, as the inputs' intervals do
         not: no merge is needed, and the pieces come in order.
         """
+        if (fast := c_paths()) is not None:  # one merge of the two in C, the same pieces
+            room = len(self) + len(other)
+            starts, ends = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
+            k = fast.overlaps(*_packed(self.starts, self.ends, other.starts, other.ends),
+                              starts, ends)  # fmt: skip
+            if k == 0:
+                return IntervalSet.empty()
+            return IntervalSet(starts[:k].copy(), ends[:k].copy())
         first = np.searchsorted(other.ends, self.starts, side="right")
         count = np.searchsorted(other.starts, self.ends, side="left") - first
         np.maximum(count, 0, out=count)
