@@ -210,3 +210,29 @@ def test_data_loading_span_that_an_edge_runs_into(tmp_path: Path, longest_pass: 
 def test_c_pass_is_built_in_ci() -> None:
     if os.environ.get("CI"):
         assert _nesting._paths is not None, "CI must build the C longest-path pass"
+
+
+@pytest.mark.skipif(_nesting._paths is None, reason="the C helpers are not built")
+def test_c_host_weights_equal_numpys() -> None:
+    # `_paths.shrink` (in place, one pass) against `_shrunk` (numpy), on weights and inside
+    # parts that put the scaled part at halves (numpy rounds them to even), with negative and
+    # oversized inside parts, each scale, host rows or all the host.
+    from badput.analysis import critical_path as cp
+
+    rng = np.random.default_rng(19)
+    for trial in range(400):
+        n, m = int(rng.integers(1, 60)), 80
+        w = rng.integers(0, 40, m).astype(np.int64)
+        edges = rng.choice(m, n, replace=False).astype(np.int32)
+        inside = rng.integers(-5, 45, n).astype(np.int64)
+        scale = float(rng.choice([0.0, 0.5, 0.25, 1 / 3, 0.75, 1.5]))
+        change = GraphChange(host_scale=scale, all_host=bool(trial % 2))
+        want = w.copy()
+        want[edges] = cp._shrunk(change, inside, want[edges])
+        got = w.copy()
+        _nesting._paths.shrink(edges, inside, got, scale, change.all_host)
+        np.testing.assert_array_equal(got, want)
+    halves = np.array([1, 3, 5, 7], dtype=np.int64)  # x 0.5: 0.5, 1.5, 2.5, 3.5
+    got = halves.copy()
+    _nesting._paths.shrink(np.arange(4, dtype=np.int32), halves, got, 0.5, False)
+    np.testing.assert_array_equal(got, [0, 2, 2, 4])  # round half to even, as numpy

@@ -2,8 +2,9 @@
  * Longest paths through a dependency graph (badput.analysis.critical_path), in one pass; and
  * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting),
  * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors), the
- * parents of nesting's sweep once its events are sorted (nest_parents), and the intersection
- * of two canonical interval sets (overlaps, for badput.analysis.intervals).
+ * parents of nesting's sweep once its events are sorted (nest_parents), the intersection of
+ * two canonical interval sets (overlaps, for badput.analysis.intervals), and a what-if's
+ * host edge weights (shrink).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -20,6 +21,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 
 typedef struct {
@@ -463,6 +465,53 @@ static PyObject *overlaps(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(k);
 }
 
+/* shrink(edges, inside, w, scale, all_host) -> None
+ *
+ * A what-if's new weights of host edges (badput.analysis.critical_path._shrunk), in place:
+ * edges int32 (node indices), inside and w int64, scale a float. For each edge e (the k-th):
+ * the part of w[e] inside the change's spans is min(inside[k], w[e]), at least 0; the part
+ * that moves (that one, or with all_host the rest) scales by `scale`, rounded half to even
+ * as numpy rounds, and is added back to the part kept. */
+static PyObject *shrink(PyObject *self, PyObject *args) {
+    PyObject *o[3];
+    buf bs[3] = {{0}};
+    double scale;
+    int all_host;
+    if (!PyArg_ParseTuple(args, "OOOdp", &o[0], &o[1], &o[2], &scale, &all_host)) return NULL;
+    static const Py_ssize_t bsize[3] = {4, 8, 8};
+    if (get_all(o, bs, 3, bsize, 2) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 4, m = bs[2].b.len / 8;
+    if (bs[1].b.len / 8 != n) {
+        release(bs, 3);
+        PyErr_SetString(PyExc_ValueError, "shrink: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int32_t *edges = bs[0].b.buf;
+    const int64_t *inside = bs[1].b.buf;
+    int64_t *w = bs[2].b.buf;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int32_t e = edges[k];
+        if (e < 0 || e >= m) {
+            bad = "shrink: an edge outside the weights";
+            break;
+        }
+        int64_t wk = w[e], in = inside[k] < wk ? inside[k] : wk;
+        if (in < 0) in = 0;
+        int64_t moved = all_host ? wk - in : in, kept = all_host ? in : wk - in;
+        if (scale != 0.0) kept += (int64_t)nearbyint((double)moved * scale);
+        w[e] = kept;
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, 3);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
@@ -471,6 +520,7 @@ static PyMethodDef methods[] = {
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},
     {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
     {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
+    {"shrink", shrink, METH_VARARGS, "A what-if's new host edge weights, in place."},
     {NULL, NULL, 0, NULL},
 };
 

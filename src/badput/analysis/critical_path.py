@@ -1124,9 +1124,12 @@ def _what_if_in(
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
     if host_change:
         edges_in, leads_in = span_cache[key]
-        for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # a block at a time: no copies
-            edges = host_edge[a : a + _SHRINK_BLOCK]  # of all host edges' weights at once
-            chain_w[edges] = _shrunk(change, edges_in[a : a + _SHRINK_BLOCK], chain_w[edges])
+        if _use_c():  # one pass in place, the same weights
+            c_paths().shrink(host_edge, edges_in, chain_w, change.host_scale, change.all_host)
+        else:
+            for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # a block at a time: no
+                edges = host_edge[a : a + _SHRINK_BLOCK]  # copies of all host edges at once
+                chain_w[edges] = _shrunk(change, edges_in[a : a + _SHRINK_BLOCK], chain_w[edges])
         lead = _shrunk(change, leads_in, lead)
     if change.unblock_rows.shape[0]:
         # The calls' end nodes: by event (half as many as nodes), host events only.
