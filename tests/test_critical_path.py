@@ -11,6 +11,7 @@ order (`reference_longest`): the vectorized one must find the same length.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -20,8 +21,15 @@ import numpy as np
 import pytest
 
 from badput.analysis._graph import EventWaits
-from badput.analysis.critical_path import EDGE_TYPES, CriticalPath, critical_path
+from badput.analysis._nesting import c_paths
+from badput.analysis.critical_path import (
+    EDGE_TYPES,
+    CriticalPath,
+    critical_path,
+    dependency_graph,
+)
 from badput.analysis.device import analyze_trace
+from badput.analysis.tree import launch_tree
 from badput.trace import load_trace
 from badput.trace.model import EventKind, Trace
 from synth import TraceBuilder
@@ -561,3 +569,37 @@ def test_hta_event_sync(shared_traces: Path) -> None:
     assert (spin[:40], "cudaEventSynchronize") in pairs
     assert (spin[:40], "cudaDeviceSynchronize") in pairs
     assert (g.edge_weight_ns[is_sync] == 0).all()
+
+
+_GRAPH_TRACES = [
+    "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz",
+    "param-dlrm-8rank/worker0_step_12.1694128201545.pt.trace.json.gz",
+    "hta-critical-path/cuda_event_sync_multi_stream_event_sync_trace.json.gz",
+    "hta-amd-mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+]
+
+
+@pytest.mark.skipif(c_paths() is None, reason="the C helpers are not built")
+@pytest.mark.parametrize("name", _GRAPH_TRACES)
+def test_graph_arrays_equal_with_and_without_the_c_helpers(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The node arrays and chain edges come from one C pass (graph_nodes, chain_types) where
+    # built; the numpy version must give every array of the graph alike, on real traces.
+    trace = load_trace(str(Path(__file__).parent / "data" / "traces" / name))
+    analysis = analyze_trace(trace)[0]
+    graphs = []
+    for numpy_only in (False, True):
+        if numpy_only:
+            monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+        graphs.append(dependency_graph(trace, analysis, launch_tree(trace)))
+    fast, slow = graphs
+    assert len(fast) > 50 and fast.n_host == slow.n_host
+    assert len(np.unique(fast.chain_type)) >= 4  # no edge, host, GPU, gaps at least
+    for f in dataclasses.fields(fast):
+        a, b = getattr(fast, f.name), getattr(slow, f.name)
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype, f.name
+            np.testing.assert_array_equal(a, b, err_msg=f.name)
+        else:
+            assert a == b, f.name

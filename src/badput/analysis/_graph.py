@@ -251,6 +251,52 @@ def _chain_pred(chain: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
     return pred
 
 
+def _chain_types(
+    pred: npt.NDArray[np.int32],
+    node_event: npt.NDArray[np.int32],
+    node_start: npt.NDArray[np.bool_],
+    node_ns: I64,
+    root: npt.NDArray[np.bool_],
+    blocking: npt.NDArray[np.bool_],
+    empty_queue: npt.NDArray[np.bool_],
+    n_host: int,
+) -> tuple[I8, I64]:
+    """Each node's chain edge type and weight (numpy; `_paths.chain_types` in C).
+
+    A host node's edge is a dependency (a root event's start after a root event's end),
+    blocking (a blocking call's end) or host work; a GPU node's is its activity (its end) or
+    the gap before it (its start), none where the launch found the stream's queue empty. The
+    weight is the time from the previous node, 0 where no edge is or the edge is blocking.
+    """
+    has = pred >= 0
+    u = np.maximum(pred, 0)
+    ev_v, ev_u = node_event, node_event[u]
+    is_host_node = ev_v < n_host
+    ctype = np.full(pred.shape[0], NO_EDGE, dtype=np.int8)
+    weight = node_ns[u]  # then the time from the chain's previous node, in place
+    np.subtract(node_ns, weight, out=weight)
+    host_v = has & is_host_node
+    dep = host_v & ~node_start[u] & root[ev_u] & node_start & root[ev_v]
+    del ev_u
+    blk = host_v & ~node_start & blocking[ev_v]
+    ctype[host_v] = HOST
+    ctype[dep] = DEPENDENCY
+    ctype[blk] = BLOCKING
+    del host_v, dep, blk
+    gpu_v = has & ~is_host_node
+    ctype[gpu_v & ~node_start] = GPU
+    gap = gpu_v & node_start
+    del gpu_v
+    gap_cut = np.zeros(pred.shape[0], dtype=np.bool_)
+    gap_nodes = np.flatnonzero(gap)  # GPU start nodes: their events are activities
+    if gap_nodes.shape[0]:
+        gap_cut[gap_nodes] = empty_queue[ev_v[gap_nodes] - n_host]
+    ctype[gap & ~gap_cut] = KERNEL_GAP
+    del gap, gap_cut
+    weight[(ctype == BLOCKING) | (ctype == NO_EDGE)] = 0
+    return ctype, weight
+
+
 def _stable_order(small: Ints) -> I64:
     """Stable argsort of small non-negative ints (chain ids): radix sort on int16 where they fit."""
     if small.shape[0] and int(small.min()) >= 0 and int(small.max()) < 1 << 15:
@@ -589,25 +635,25 @@ def build_graph(
     del depth, depth32, zeros32, ev_chain
     topo = _topological_order(t, cls, sub, chain)
     del cls, sub
-    pos = np.empty(2 * n_ev, dtype=np.int32)
-    pos[topo] = np.arange(2 * n_ev, dtype=np.int32)
-    node_event = (topo % n_ev if n_ev else topo).astype(np.int32)
-    node_start = topo < n_ev
-    node_ns, node_chain = t[topo], chain[topo]
-    del t, chain, topo
+    fast = c_paths() if n_ev else None
+    if fast is not None:  # one pass: the node arrays and the chain edges' sources
+        pos = np.empty(2 * n_ev, dtype=np.int32)
+        node_event, pred = np.empty_like(pos), np.empty_like(pos)
+        node_start = np.empty(2 * n_ev, dtype=np.bool_)
+        node_ns = np.empty(2 * n_ev, dtype=np.int64)
+        fast.graph_nodes(topo, t, chain, pos, node_event, node_start.view(np.uint8), node_ns, pred)
+        del t, chain, topo
+    else:
+        pos = np.empty(2 * n_ev, dtype=np.int32)
+        pos[topo] = np.arange(2 * n_ev, dtype=np.int32)
+        node_event = (topo % n_ev if n_ev else topo).astype(np.int32)
+        node_start = topo < n_ev
+        node_ns, node_chain = t[topo], chain[topo]
+        del t, chain, topo
+        # Chain edges: consecutive nodes of a chain.
+        pred = _chain_pred(node_chain)
+        del node_chain
     start_node, end_node = pos[:n_ev], pos[n_ev:]
-
-    # Chain edges: consecutive nodes of a chain.
-    pred = _chain_pred(node_chain)
-    del node_chain
-    has = pred >= 0
-    u = np.maximum(pred, 0)
-    ev_v, ev_u = node_event, node_event[u]
-    is_host_node = ev_v < n_host
-    ctype = np.full(2 * n_ev, NO_EDGE, dtype=np.int8)
-    weight = node_ns[u]  # then the time from the chain's previous node, in place
-    np.subtract(node_ns, weight, out=weight)
-    weight[~has] = 0
     parent_ev = np.full(n_ev, NO_ID, dtype=np.int32)
     parent_ev[:n_host] = h_parent
     del h_parent
@@ -787,32 +833,26 @@ def build_graph(
     waits_by_name = trace.name_mask(lambda n: "Synchronize" in n)[trace.name_id[host]]
     blocking[: host.shape[0]] |= waits_by_name & (kind[host] != EventKind.CPU_OP)
 
-    # Chain edge types.
-    host_v = has & is_host_node
-    dep = host_v & ~node_start[u] & root[ev_u] & node_start & root[ev_v]
-    del ev_u
-    blk = host_v & ~node_start & blocking[ev_v]
-    ctype[host_v] = HOST
-    ctype[dep] = DEPENDENCY
-    ctype[blk] = BLOCKING
-    del host_v, dep, blk
-    gpu_v = has & ~is_host_node
-    ctype[gpu_v & ~node_start] = GPU
-    gap = gpu_v & node_start
-    del gpu_v, has
-    gap_cut = np.zeros(2 * n_ev, dtype=np.bool_)
-    if n_gpu:  # a window of host events alone has no stream to cut
-        gap_nodes = np.flatnonzero(gap)  # GPU start nodes: their events are activities
-        gap_cut[gap_nodes] = empty_queue[ev_v[gap_nodes] - n_host]
-    ctype[gap & ~gap_cut] = KERNEL_GAP
-    del gap, gap_cut
+    # Chain edge types, and their weights: the time from the chain's previous node (0 where
+    # no edge is, or a blocking one; a dependency's is set below).
+    if fast is not None:
+        ctype = np.empty(2 * n_ev, dtype=np.int8)
+        weight = np.empty(2 * n_ev, dtype=np.int64)
+        types = (NO_EDGE, HOST, DEPENDENCY, BLOCKING, GPU, KERNEL_GAP)
+        fast.chain_types(
+            pred, node_event, node_start.view(np.uint8), node_ns, root.view(np.uint8),
+            blocking.view(np.uint8), empty_queue.view(np.uint8), n_host, types, ctype, weight,
+        )  # fmt: skip
+    else:
+        ctype, weight = _chain_types(
+            pred, node_event, node_start, node_ns, root, blocking, empty_queue, n_host
+        )
     # Between top-level events the thread is idle, unless it is inside an annotation or a
     # Python frame (the training loop's own code, a DataLoader's __next__): that gap is host
     # work, and the span it lies in names it.
     span_nodes, span_rows = np.zeros(0, np.int32), np.zeros(0, np.int32)
     dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
-    firsts = np.flatnonzero((pred < 0) & is_host_node).astype(np.int64)
-    del is_host_node
+    firsts = np.flatnonzero((pred < 0) & (node_event < n_host)).astype(np.int64)
     spans = (
         (spans_of() if spans_of is not None else _HostSpans.of(trace, tree))
         if between_ops and (dep_nodes.shape[0] or firsts.shape[0])
@@ -823,7 +863,7 @@ def build_graph(
             spans,
             trace,
             ev_row[node_event[dep_nodes]],
-            node_ns[u[dep_nodes]],
+            node_ns[pred[dep_nodes]],  # a dependency has a previous node
             node_ns[dep_nodes],
         )
         weight[dep_nodes] = covered
@@ -833,8 +873,7 @@ def build_graph(
         del with_span
     else:
         weight[dep_nodes] = 0
-    del dep_nodes, u
-    weight[(ctype == BLOCKING) | (ctype == NO_EDGE)] = 0
+    del dep_nodes
     # The host's work before its first event in the window (a DataLoader's __next__ that
     # opened the step, the loop's code) lies in no edge: it leads into the thread's first
     # node, as the time annotations and Python frames cover from the window's start.

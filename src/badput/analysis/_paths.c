@@ -3,8 +3,9 @@
  * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting),
  * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors), the
  * parents of nesting's sweep once its events are sorted (nest_parents), the intersection of
- * two canonical interval sets (overlaps, for badput.analysis.intervals), and a what-if's
- * host edge weights (shrink).
+ * two canonical interval sets (overlaps, for badput.analysis.intervals), a what-if's host
+ * edge weights (shrink), and a dependency graph's node arrays and chain edges (graph_nodes,
+ * chain_types, for badput.analysis._graph).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -512,6 +513,140 @@ static PyObject *shrink(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* graph_nodes(topo, t, chain, pos_out, event_out, start_out, ns_out, pred_out) -> None
+ *
+ * A dependency graph's node arrays from its topological order (badput.analysis._graph):
+ * topo (int64) lists the 2E node ids in order, id e < E the start node of event e and E + e
+ * its end node; t (int64) and chain (int32, small non-negative ids) are per node id. Per
+ * node in order: its event (int32), whether it is a start (uint8), its time (int64) and the
+ * node before it on its chain (int32, -1 at a chain's first: `_chain_pred`); pos_out (int32)
+ * is each node id's place in the order. One pass, in place of five gathers and a sort. */
+static PyObject *graph_nodes(PyObject *self, PyObject *args) {
+    PyObject *o[8];
+    buf bs[8] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7]))
+        return NULL;
+    static const Py_ssize_t bsize[8] = {8, 8, 4, 4, 4, 1, 8, 4};
+    if (get_all(o, bs, 8, bsize, 3) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8;
+    if (n % 2 || bs[1].b.len / 8 != n || bs[2].b.len / 4 != n || bs[3].b.len / 4 != n ||
+        bs[4].b.len / 4 != n || bs[5].b.len != n || bs[6].b.len / 8 != n ||
+        bs[7].b.len / 4 != n) {
+        release(bs, 8);
+        PyErr_SetString(PyExc_ValueError, "graph_nodes: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int64_t *topo = bs[0].b.buf, *t = bs[1].b.buf;
+    const int32_t *chain = bs[2].b.buf;
+    int32_t *pos = bs[3].b.buf, *event = bs[4].b.buf, *pred = bs[7].b.buf;
+    uint8_t *start = bs[5].b.buf;
+    int64_t *ns = bs[6].b.buf;
+    int64_t n_ev = n / 2;
+    int32_t top = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (chain[i] < 0 || topo[i] < 0 || topo[i] >= n) {
+            release(bs, 8);
+            PyErr_SetString(PyExc_ValueError, "graph_nodes: a node id or chain out of range");
+            return NULL;
+        }
+        if (chain[i] > top) top = chain[i];
+    }
+    int32_t *last = PyMem_RawMalloc(((size_t)top + 1) * sizeof(int32_t));
+    if (!last) {
+        release(bs, 8);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int32_t c = 0; c <= top; c++) last[c] = -1;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        int64_t id = topo[v];
+        int32_t c = chain[id];
+        pos[id] = (int32_t)v;
+        event[v] = (int32_t)(id < n_ev ? id : id - n_ev);
+        start[v] = id < n_ev;
+        ns[v] = t[id];
+        pred[v] = last[c];
+        last[c] = (int32_t)v;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(last);
+    release(bs, 8);
+    Py_RETURN_NONE;
+}
+
+/* chain_types(pred, event, start, ns, root, blocking, empty_queue, n_host, types,
+ *             type_out, weight_out) -> None
+ *
+ * Each node's chain edge (badput.analysis._graph.build_graph): pred, event (int32) and start
+ * (uint8) per node as graph_nodes gives them, ns (int64) per node; root and blocking (uint8)
+ * per event, empty_queue (uint8) per GPU event (event - n_host); types the edge type codes
+ * (NO_EDGE, HOST, DEPENDENCY, BLOCKING, GPU, KERNEL_GAP). A host node's edge is a dependency
+ * (a root event's start after a root event's end), blocking (the end of a blocking call) or
+ * host work; a GPU node's is the activity (its end) or the gap before it (its start), none
+ * where the launch found the stream's queue empty. The weight is the time from the previous
+ * node, 0 where no edge is or the edge is blocking. */
+static PyObject *chain_types(PyObject *self, PyObject *args) {
+    PyObject *o[9];
+    buf bs[9] = {{0}};
+    Py_ssize_t n_host;
+    int t_none, t_host, t_dep, t_block, t_gpu, t_gap;
+    if (!PyArg_ParseTuple(args, "OOOOOOOn(iiiiii)OO", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &n_host, &t_none, &t_host, &t_dep, &t_block, &t_gpu,
+                          &t_gap, &o[7], &o[8]))
+        return NULL;
+    static const Py_ssize_t bsize[9] = {4, 4, 1, 8, 1, 1, 1, 1, 8};
+    if (get_all(o, bs, 9, bsize, 7) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 4, n_ev = bs[4].b.len, n_gpu = bs[6].b.len;
+    if (bs[1].b.len / 4 != n || bs[2].b.len != n || bs[3].b.len / 8 != n ||
+        bs[5].b.len != n_ev || n_host < 0 || n_host + n_gpu != n_ev || bs[7].b.len != n ||
+        bs[8].b.len / 8 != n) {
+        release(bs, 9);
+        PyErr_SetString(PyExc_ValueError, "chain_types: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int32_t *pred = bs[0].b.buf, *event = bs[1].b.buf;
+    const uint8_t *start = bs[2].b.buf, *root = bs[4].b.buf, *blocking = bs[5].b.buf,
+                  *empty = bs[6].b.buf;
+    const int64_t *ns = bs[3].b.buf;
+    int8_t *type = bs[7].b.buf;
+    int64_t *weight = bs[8].b.buf;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v < n; v++) {
+        int32_t p = pred[v], e = event[v];
+        if (p >= v || p < -1 || e < 0 || e >= n_ev || (p >= 0 && event[p] < 0) ||
+            (p >= 0 && event[p] >= n_ev)) {
+            bad = "chain_types: a node or event out of range";
+            break;
+        }
+        int t = t_none;
+        if (p >= 0) {
+            if (e < n_host) {
+                if (start[v] && !start[p] && root[event[p]] && root[e])
+                    t = t_dep;
+                else if (!start[v] && blocking[e])
+                    t = t_block;
+                else
+                    t = t_host;
+            } else if (!start[v]) {
+                t = t_gpu;
+            } else if (!empty[e - n_host]) {
+                t = t_gap;
+            }
+        }
+        type[v] = (int8_t)t;
+        weight[v] = (t == t_none || t == t_block) ? 0 : ns[v] - ns[p];
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, 9);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
@@ -521,6 +656,8 @@ static PyMethodDef methods[] = {
     {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
     {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
     {"shrink", shrink, METH_VARARGS, "A what-if's new host edge weights, in place."},
+    {"graph_nodes", graph_nodes, METH_VARARGS, "A graph's node arrays from its order."},
+    {"chain_types", chain_types, METH_VARARGS, "Each graph node's chain edge type and weight."},
     {NULL, NULL, 0, NULL},
 };
 
