@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from badput.analysis import critical_path as cp
 from badput.analysis._graph import EventWaits
 from badput.analysis._nesting import c_paths
 from badput.analysis.critical_path import (
@@ -603,3 +604,24 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
             np.testing.assert_array_equal(a, b, err_msg=f.name)
         else:
             assert a == b, f.name
+    # The time spans cover before each host node (a what-if's host change): the C walk of
+    # each thread's spans against numpy's search, for the annotations and for every op.
+    for kinds in ((EventKind.ANNOTATION, EventKind.PYTHON), (EventKind.CPU_OP,)):
+        rows = np.flatnonzero(np.isin(trace.kind, kinds)).astype(np.int64)
+        if rows.shape[0] == 0:  # (the 2021 ResNet trace has no annotations)
+            continue
+        got = []
+        for numpy_only in (False, True):
+            if numpy_only:
+                monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+            else:
+                monkeypatch.delenv("BADPUT_NO_C_PATHS", raising=False)
+            cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+            change = cp.GraphChange(host_rows=rows, host_scale=0.25)
+            length = cp._what_if_in(trace, fast, cache, {}, change)
+            got.append((*cp._span_time(trace, fast, rows), *cache.popitem()[1], length))
+        for a, b in zip(*got, strict=True):  # at each node, per chain, per edge, leads, length
+            np.testing.assert_array_equal(a, b)
+        if kinds == (EventKind.CPU_OP,):
+            assert int(got[0][0].max()) > 0  # the ops cover time before some nodes
+            assert int(np.abs(got[0][2]).max()) > 0  # and along some host edges

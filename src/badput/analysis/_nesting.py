@@ -43,10 +43,11 @@ def c_paths() -> Any:
 _KEY_LIMIT = 1 << 62
 
 
-def _event_keys(g: I64, start: I64, end: I64) -> I64:
-    """One int64 sort key (g, t, class) per open (the first n) and per close (the last n).
+def _key_frame(g: Ids, start: I64, end: I64) -> tuple[Ids, I64, I64, int, int, int]:
+    """What `_event_keys` packs: g, start and end (made to fit), g's least, the width, t's least.
 
-    Class 0: the close of a node with a length; 1: an open; 2: the close of a zero-length node.
+    The keys fit where (g range) x (time range) x 3 does: else g becomes dense ids, and if
+    that is not enough the times their dense ranks (same order, same ties).
     """
     n = g.shape[0]
     g_lo, g_width = int(g.min()), int(g.max()) - int(g.min()) + 1
@@ -58,6 +59,16 @@ def _event_keys(g: I64, start: I64, end: I64) -> I64:
     if g_width * width * 3 >= _KEY_LIMIT or abs(lo) >= _KEY_LIMIT:
         ranks = np.unique(np.concatenate([start, end]), return_inverse=True)[1].astype(np.int64)
         start, end, lo, width = ranks[:n], ranks[n:], 0, int(ranks.max()) + 1
+    return g, start, end, g_lo, width, lo
+
+
+def _event_keys(g: I64, start: I64, end: I64) -> I64:
+    """One int64 sort key (g, t, class) per open (the first n) and per close (the last n).
+
+    Class 0: the close of a node with a length; 1: an open; 2: the close of a zero-length node.
+    """
+    n = g.shape[0]
+    g, start, end, g_lo, width, lo = _key_frame(g, start, end)
     base = g.astype(np.int64) - g_lo  # g may be a Trace id column, held as int32
     base *= width
     base -= lo
@@ -94,21 +105,24 @@ def nest(
         return empty, empty.copy(), g, start, end
     if (end < start).any():
         raise ValueError("nest: an interval ends before it starts")
-    keys = _event_keys(g, start, end)
     if (fast := c_paths()) is not None:
-        # The opens sorted on their own (by (g, start), ties in input order) and the closes'
-        # keys sorted: a sort of n and one of n values, not one of 2n with its index; one
-        # pass in C then counts the closes before each open and finds the parents.
-        order = np.argsort(keys[:n], kind="stable")
-        open_keys = keys[:n][order]
-        close_keys = np.sort(keys[n:])
-        del keys
+        # The opens' keys sorted on their own (by (g, start), ties in input order) and the
+        # closes' keys sorted: a sort of n and one of n values, not one of 2n with its
+        # index; one pass in C then counts the closes before each open and finds the parents.
+        open_keys, close_keys = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        kg, ks, ke, g_lo, width, lo = _key_frame(g, start, end)
+        fast.event_keys(*packed(kg, ks, ke), g_lo, width, lo, open_keys, close_keys)
+        del kg, ks, ke
+        order = np.argsort(open_keys, kind="stable")
+        open_keys = open_keys[order]
+        close_keys.sort()
         g, start = g[order], start[order]
         order, end = _open_ties(order, g, start, end, rank)
         parent = np.empty(n, dtype=np.int64)
         if not fast.nest_parents(open_keys, close_keys, *packed(g, start, end), parent):
             raise ValueError("nest: a close before its own open (an end before its start)")
         return order, parent, g, start, end
+    keys = _event_keys(g, start, end)
     pos = np.arange(n, dtype=np.int64)
     # One stable sort of all events by (g, t, class). Only how many closes come before each
     # open matters (its depth is the opens so far minus those closes): no close ties with an

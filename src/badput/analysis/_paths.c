@@ -2,10 +2,11 @@
  * Longest paths through a dependency graph (badput.analysis.critical_path), in one pass; and
  * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting),
  * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors), the
- * parents of nesting's sweep once its events are sorted (nest_parents), the intersection of
+ * sort keys and the parents of nesting's sweep (event_keys, nest_parents), the intersection of
  * two canonical interval sets (overlaps, for badput.analysis.intervals), a what-if's host
- * edge weights (shrink), and a dependency graph's node arrays and chain edges (graph_nodes,
- * chain_types, for badput.analysis._graph).
+ * edge weights (shrink), a dependency graph's node arrays and chain edges (graph_nodes,
+ * chain_types, for badput.analysis._graph), and the time spans cover before each of its host
+ * nodes and along its chain edges (span_cover, edge_spans).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -647,17 +648,184 @@ static PyObject *chain_types(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* span_cover(node_event, node_ns, event_chain, n_host, s_key, s_start, s_end, out) -> None
+ *
+ * For each host node (event < n_host), the time its chain's spans cover before the node's
+ * time (badput.analysis.critical_path._span_time): node_event, event_chain int32, the rest
+ * int64; the spans merged per chain (disjoint, sorted by chain then start: `_merged`).
+ * Nodes come in time order, so one pointer per chain walks its spans once; a node earlier
+ * than the last of its chain starts that chain's walk over. Nodes of other chains and GPU
+ * nodes are left as they are. */
+static PyObject *span_cover(PyObject *self, PyObject *args) {
+    PyObject *o[7];
+    buf bs[7] = {{0}};
+    Py_ssize_t n_host;
+    if (!PyArg_ParseTuple(args, "OOOnOOOO", &o[0], &o[1], &o[2], &n_host, &o[3], &o[4], &o[5],
+                          &o[6]))
+        return NULL;
+    static const Py_ssize_t bsize[7] = {4, 8, 4, 8, 8, 8, 8};
+    if (get_all(o, bs, 7, bsize, 6) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 4, n_ev = bs[2].b.len / 4, k = bs[3].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[4].b.len / 8 != k || bs[5].b.len / 8 != k ||
+        bs[6].b.len / 8 != n || n_host < 0 || n_host > n_ev) {
+        release(bs, 7);
+        PyErr_SetString(PyExc_ValueError, "span_cover: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int32_t *event = bs[0].b.buf, *chain_of = bs[2].b.buf;
+    const int64_t *t = bs[1].b.buf, *key = bs[3].b.buf, *s0 = bs[4].b.buf, *s1 = bs[5].b.buf;
+    int64_t *out = bs[6].b.buf;
+    int64_t n_chains = 0;
+    for (Py_ssize_t e = 0; e < n_host; e++)
+        if (chain_of[e] + (int64_t)1 > n_chains) n_chains = chain_of[e] + (int64_t)1;
+    const char *bad = NULL;
+    for (Py_ssize_t i = 0; i < k && !bad; i++)
+        if (key[i] < 0 || (i && key[i] < key[i - 1])) bad = "span_cover: spans not by chain";
+    /* Per chain: its spans [lo, hi), the walk's last span (at or before the last time) and
+     * the covered time of the spans before that one, and the last time asked. */
+    int64_t *st = bad ? NULL : PyMem_RawMalloc(((size_t)n_chains * 5 + 1) * sizeof(int64_t));
+    if (!bad && !st) {
+        release(bs, 7);
+        return PyErr_NoMemory();
+    }
+    if (bad) {
+        release(bs, 7);
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    int64_t *lo = st, *hi = st + n_chains, *at = st + 2 * n_chains, *acc = st + 3 * n_chains,
+            *last_t = st + 4 * n_chains;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t c = 0; c < n_chains; c++) {
+        lo[c] = hi[c] = 0;
+        at[c] = -1;
+        acc[c] = 0;
+        last_t[c] = INT64_MIN;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (key[i] >= n_chains) break; /* spans of chains without host events: none asks */
+        if (i == 0 || key[i] != key[i - 1]) lo[key[i]] = i;
+        hi[key[i]] = i + 1;
+    }
+    for (Py_ssize_t v = 0; v < n; v++) {
+        int32_t e = event[v];
+        if (e < 0 || e >= n_host) continue;
+        int32_t c = chain_of[e];
+        if (c < 0 || lo[c] == hi[c]) continue;
+        int64_t now = t[v];
+        if (now < last_t[c]) { /* out of time order: walk this chain's spans again */
+            at[c] = -1;
+            acc[c] = 0;
+        }
+        last_t[c] = now;
+        int64_t p = at[c] < 0 ? lo[c] - 1 : at[c];
+        while (p + 1 < hi[c] && s0[p + 1] <= now) {
+            if (p >= lo[c]) acc[c] += s1[p] - s0[p];
+            p++;
+        }
+        at[c] = p >= lo[c] ? p : -1;
+        if (p >= lo[c]) {
+            int64_t inside = now - s0[p], len = s1[p] - s0[p];
+            out[v] = acc[c] + (inside < 0 ? 0 : inside > len ? len : inside);
+        } else {
+            out[v] = 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(st);
+    release(bs, 7);
+    Py_RETURN_NONE;
+}
+
+/* edge_spans(edges, pred, at_node, out) -> None
+ *
+ * Per chain edge (its destination node, int32 in edges), the time spans cover along it:
+ * at_node (int64) of the node less that of the node before it on its chain (pred, int32);
+ * out int64. Every edge has a previous node (ValueError otherwise). */
+static PyObject *edge_spans(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    buf bs[4] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    static const Py_ssize_t bsize[4] = {4, 4, 8, 8};
+    if (get_all(o, bs, 4, bsize, 3) < 0) return NULL;
+    Py_ssize_t k = bs[0].b.len / 4, n = bs[1].b.len / 4;
+    if (bs[2].b.len / 8 != n || bs[3].b.len / 8 != k) {
+        release(bs, 4);
+        PyErr_SetString(PyExc_ValueError, "edge_spans: arrays of mismatched lengths");
+        return NULL;
+    }
+    const int32_t *edges = bs[0].b.buf, *pred = bs[1].b.buf;
+    const int64_t *at = bs[2].b.buf;
+    int64_t *out = bs[3].b.buf;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < k; i++) {
+        int32_t v = edges[i];
+        if (v < 0 || v >= n || pred[v] < 0 || pred[v] >= n) {
+            bad = "edge_spans: an edge without a previous node";
+            break;
+        }
+        out[i] = at[v] - at[pred[v]];
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, 4);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* event_keys(g, start, end, g_lo, width, lo, open_out, close_out) -> None
+ *
+ * badput.analysis._nesting._event_keys in one pass, the opens' keys and the closes' apart:
+ * ((g - g_lo) * width + t - lo) * 3 + class, class 1 for an open (t its start), 0 for the
+ * close of an interval with a length and 2 for that of one without (t its end). Every
+ * argument int64; the caller has checked that the keys fit. */
+static PyObject *event_keys(PyObject *self, PyObject *args) {
+    PyObject *o[5];
+    buf bs[5] = {{0}};
+    long long g_lo, width, lo;
+    if (!PyArg_ParseTuple(args, "OOOLLLOO", &o[0], &o[1], &o[2], &g_lo, &width, &lo, &o[3],
+                          &o[4]))
+        return NULL;
+    static const Py_ssize_t bsize[5] = {8, 8, 8, 8, 8};
+    if (get_all(o, bs, 5, bsize, 3) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8;
+    for (int i = 1; i < 5; i++) {
+        if (bs[i].b.len / 8 != n) {
+            release(bs, 5);
+            PyErr_SetString(PyExc_ValueError, "event_keys: arrays of mismatched lengths");
+            return NULL;
+        }
+    }
+    const int64_t *g = bs[0].b.buf, *start = bs[1].b.buf, *end = bs[2].b.buf;
+    int64_t *open_key = bs[3].b.buf, *close_key = bs[4].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t base = (g[i] - (int64_t)g_lo) * (int64_t)width - (int64_t)lo;
+        open_key[i] = (base + start[i]) * 3 + 1;
+        close_key[i] = (base + end[i]) * 3 + (end[i] <= start[i] ? 2 : 0);
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, 5);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
     {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},
+    {"event_keys", event_keys, METH_VARARGS, "nest's sort keys of the opens and the closes."},
     {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
     {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
     {"shrink", shrink, METH_VARARGS, "A what-if's new host edge weights, in place."},
     {"graph_nodes", graph_nodes, METH_VARARGS, "A graph's node arrays from its order."},
     {"chain_types", chain_types, METH_VARARGS, "Each graph node's chain edge type and weight."},
+    {"span_cover", span_cover, METH_VARARGS, "Time a chain's spans cover before each host node."},
+    {"edge_spans", edge_spans, METH_VARARGS, "Time spans cover along each chain edge."},
     {NULL, NULL, 0, NULL},
 };
 

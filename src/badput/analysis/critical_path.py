@@ -1097,11 +1097,15 @@ def _what_if_in(
         if key not in span_cache:
             span_cache.clear()  # one set of spans kept: the findings ask for one or two
             at_node, at_start = _span_time(trace, g, spans)
-            edges_in = at_node[host_edge]
-            for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # in blocks: no temporaries
-                edges_in[a : a + _SHRINK_BLOCK] -= at_node[  # of all host edges at once
-                    g.chain_pred[host_edge[a : a + _SHRINK_BLOCK]]
-                ]
+            if _use_c():
+                edges_in = np.empty(host_edge.shape[0], dtype=np.int64)
+                c_paths().edge_spans(host_edge, g.chain_pred, at_node, edges_in)
+            else:
+                edges_in = at_node[host_edge]
+                for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # in blocks: no
+                    edges_in[a : a + _SHRINK_BLOCK] -= at_node[  # temporaries of all host
+                        g.chain_pred[host_edge[a : a + _SHRINK_BLOCK]]  # edges at once
+                    ]
             leads_in = at_node[g.lead_nodes] - at_start[g.chains_of(g.lead_nodes)]
             del at_node, at_start
             span_cache[key] = (edges_in, leads_in)
@@ -1198,12 +1202,16 @@ def _span_time(trace: Trace, g: DependencyGraph, rows: I64) -> tuple[I64, I64]:
     starts, ends = _merged(span_chain[on], span_start, span_start + trace.dur_ns[rows[on]])
     with_spans = np.zeros(n_chains, dtype=np.bool_)
     with_spans[starts[0]] = True
-    # Millions of host nodes: a block of them at a time (the memory of a what-if is its graph's).
-    for a in range(0, len(g), _SPAN_BLOCK_NODES):
-        b = min(a + _SPAN_BLOCK_NODES, len(g))
-        chain = g.event_chain[g.node_event[a:b]]
-        nodes = np.flatnonzero((g.node_event[a:b] < g.n_host) & with_spans[chain])
-        at_node[a + nodes] = _coverage(starts, ends, chain[nodes], g.node_ns[a + nodes])
+    if _use_c():  # one walk of each chain's spans, the nodes in time order
+        c_paths().span_cover(
+            g.node_event, g.node_ns, g.event_chain, g.n_host, *starts, ends, at_node
+        )
+    else:  # millions of host nodes: a block at a time (a what-if's memory is its graph's)
+        for a in range(0, len(g), _SPAN_BLOCK_NODES):
+            b = min(a + _SPAN_BLOCK_NODES, len(g))
+            chain = g.event_chain[g.node_event[a:b]]
+            nodes = np.flatnonzero((g.node_event[a:b] < g.n_host) & with_spans[chain])
+            at_node[a + nodes] = _coverage(starts, ends, chain[nodes], g.node_ns[a + nodes])
     start = np.full(host_chains.shape[0], g.start_ns, dtype=np.int64)
     at_start[host_chains] = _coverage(starts, ends, host_chains, start)
     return at_node, at_start
