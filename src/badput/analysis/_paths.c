@@ -47,6 +47,23 @@ static int get(PyObject *o, buf *out, int writable, Py_ssize_t itemsize) {
     return 0;
 }
 
+/* A helper's end: its buffers released, then ValueError(bad) where bad is set, else None. */
+static PyObject *finish(buf *bs, int n, const char *bad) {
+    release(bs, n);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* A refused call (arrays of the wrong lengths): its buffers released, ValueError(why). */
+static PyObject *refuse(buf *bs, int n, const char *why) {
+    release(bs, n);
+    PyErr_SetString(PyExc_ValueError, why);
+    return NULL;
+}
+
 /* Buffers of o[0], ..., o[n - 1] with items of size[i] bytes, writable from o[first_out] on;
  * on a failure every buffer taken is released. */
 static int get_all(PyObject **o, buf *bs, int n, const Py_ssize_t *size, int first_out) {
@@ -83,9 +100,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
     if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[4].b.len / 8 != n_lead ||
         bs[10].b.len / 8 != n || (want_best && bs[11].b.len / 8 != n) || bs[6].b.len / 8 != m ||
         bs[7].b.len / 8 != m || bs[8].b.len != m || bs[9].b.len != m) {
-        release(bs, N_ARGS);
-        PyErr_SetString(PyExc_ValueError, "longest: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, N_ARGS, "longest: arrays of mismatched lengths");
     }
     const int32_t *pred = bs[0].b.buf;
     const int64_t *wchain = bs[1].b.buf, *lead_nodes = bs[3].b.buf, *lead = bs[4].b.buf,
@@ -140,12 +155,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
         if (best) best[v] = b;
     }
     if (!bad && e < m) bad = "longest: a cross edge ends past the last node";
-    release(bs, N_ARGS);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, bad);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return finish(bs, N_ARGS, bad);
 }
 
 /* backtrack(best, pred, src, end, nodes_out) -> count (pred int32, the rest int64)
@@ -160,9 +170,7 @@ static PyObject *backtrack(PyObject *self, PyObject *args) {
     if (get_all(o, bs, 4, bsize, 3) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 8, m = bs[2].b.len / 8;
     if (bs[1].b.len / 4 != n || bs[3].b.len / 8 != n || end < 0 || end >= n) {
-        release(bs, 4);
-        PyErr_SetString(PyExc_ValueError, "backtrack: bad arguments");
-        return NULL;
+        return refuse(bs, 4, "backtrack: bad arguments");
     }
     const int64_t *best = bs[0].b.buf, *src = bs[2].b.buf;
     const int32_t *pred = bs[1].b.buf;
@@ -213,9 +221,7 @@ static PyObject *sub_forest(PyObject *self, PyObject *args) {
     Py_ssize_t n = bs[0].b.len / 8, k = bs[2].b.len / 8;
     if (bs[1].b.len != n || bs[3].b.len / 8 != k || bs[4].b.len / 8 != k ||
         bs[5].b.len / 8 != k || bs[6].b.len / 8 != k) {
-        release(bs, 7);
-        PyErr_SetString(PyExc_ValueError, "sub_forest: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 7, "sub_forest: arrays of mismatched lengths");
     }
     const int64_t *parent = bs[0].b.buf, *g = bs[2].b.buf, *start = bs[3].b.buf,
                   *end = bs[4].b.buf;
@@ -285,18 +291,14 @@ static PyObject *chain_pred(PyObject *self, PyObject *args) {
     if (get_all(o, bs, 2, bsize, 1) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 4;
     if (bs[1].b.len / 4 != n) {
-        release(bs, 2);
-        PyErr_SetString(PyExc_ValueError, "chain_pred: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 2, "chain_pred: arrays of mismatched lengths");
     }
     const int32_t *chain = bs[0].b.buf;
     int32_t *pred = bs[1].b.buf;
     int32_t top = -1;
     for (Py_ssize_t v = 0; v < n; v++) {
         if (chain[v] < 0) {
-            release(bs, 2);
-            PyErr_SetString(PyExc_ValueError, "chain_pred: a negative chain id");
-            return NULL;
+            return refuse(bs, 2, "chain_pred: a negative chain id");
         }
         if (chain[v] > top) top = chain[v];
     }
@@ -331,9 +333,7 @@ static PyObject *marked_ancestors(PyObject *self, PyObject *args) {
     if (get_all(o, bs, 4, bsize, 2) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 8;
     if (bs[1].b.len != n || bs[2].b.len / 8 != n || bs[3].b.len / 8 != n) {
-        release(bs, 4);
-        PyErr_SetString(PyExc_ValueError, "marked_ancestors: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 4, "marked_ancestors: arrays of mismatched lengths");
     }
     const int64_t *parent = bs[0].b.buf;
     const uint8_t *mark = bs[1].b.buf;
@@ -351,12 +351,7 @@ static PyObject *marked_ancestors(PyObject *self, PyObject *args) {
         far[v] = up_far >= 0 ? up_far : (mark[v] ? (int64_t)v : -1);
     }
     Py_END_ALLOW_THREADS
-    release(bs, 4);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, bad);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return finish(bs, 4, bad);
 }
 
 /* nest_parents(open_keys, close_keys, g, start, end, parent_out) -> bool
@@ -381,9 +376,7 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
     Py_ssize_t n = bs[0].b.len / 8;
     for (int i = 1; i < 6; i++) {
         if (bs[i].b.len / 8 != n) {
-            release(bs, 6);
-            PyErr_SetString(PyExc_ValueError, "nest_parents: arrays of mismatched lengths");
-            return NULL;
+            return refuse(bs, 6, "nest_parents: arrays of mismatched lengths");
         }
     }
     const int64_t *okey = bs[0].b.buf, *ckey = bs[1].b.buf, *g = bs[2].b.buf,
@@ -439,9 +432,7 @@ static PyObject *overlaps(PyObject *self, PyObject *args) {
     Py_ssize_t n = bs[0].b.len / 8, m = bs[2].b.len / 8;
     if (bs[1].b.len / 8 != n || bs[3].b.len / 8 != m || bs[4].b.len / 8 < n + m ||
         bs[5].b.len / 8 < n + m) {
-        release(bs, 6);
-        PyErr_SetString(PyExc_ValueError, "overlaps: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 6, "overlaps: arrays of mismatched lengths");
     }
     const int64_t *a_start = bs[0].b.buf, *a_end = bs[1].b.buf, *b_start = bs[2].b.buf,
                   *b_end = bs[3].b.buf;
@@ -484,9 +475,7 @@ static PyObject *shrink(PyObject *self, PyObject *args) {
     if (get_all(o, bs, 3, bsize, 2) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 4, m = bs[2].b.len / 8;
     if (bs[1].b.len / 8 != n) {
-        release(bs, 3);
-        PyErr_SetString(PyExc_ValueError, "shrink: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 3, "shrink: arrays of mismatched lengths");
     }
     const int32_t *edges = bs[0].b.buf;
     const int64_t *inside = bs[1].b.buf;
@@ -506,12 +495,7 @@ static PyObject *shrink(PyObject *self, PyObject *args) {
         w[e] = kept;
     }
     Py_END_ALLOW_THREADS
-    release(bs, 3);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, bad);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return finish(bs, 3, bad);
 }
 
 /* graph_nodes(topo, t, chain, pos_out, event_out, start_out, ns_out, pred_out) -> None
@@ -534,9 +518,7 @@ static PyObject *graph_nodes(PyObject *self, PyObject *args) {
     if (n % 2 || bs[1].b.len / 8 != n || bs[2].b.len / 4 != n || bs[3].b.len / 4 != n ||
         bs[4].b.len / 4 != n || bs[5].b.len != n || bs[6].b.len / 8 != n ||
         bs[7].b.len / 4 != n) {
-        release(bs, 8);
-        PyErr_SetString(PyExc_ValueError, "graph_nodes: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 8, "graph_nodes: arrays of mismatched lengths");
     }
     const int64_t *topo = bs[0].b.buf, *t = bs[1].b.buf;
     const int32_t *chain = bs[2].b.buf;
@@ -547,9 +529,7 @@ static PyObject *graph_nodes(PyObject *self, PyObject *args) {
     int32_t top = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (chain[i] < 0 || topo[i] < 0 || topo[i] >= n) {
-            release(bs, 8);
-            PyErr_SetString(PyExc_ValueError, "graph_nodes: a node id or chain out of range");
-            return NULL;
+            return refuse(bs, 8, "graph_nodes: a node id or chain out of range");
         }
         if (chain[i] > top) top = chain[i];
     }
@@ -602,9 +582,7 @@ static PyObject *chain_types(PyObject *self, PyObject *args) {
     if (bs[1].b.len / 4 != n || bs[2].b.len != n || bs[3].b.len / 8 != n ||
         bs[5].b.len != n_ev || n_host < 0 || n_host + n_gpu != n_ev || bs[7].b.len != n ||
         bs[8].b.len / 8 != n) {
-        release(bs, 9);
-        PyErr_SetString(PyExc_ValueError, "chain_types: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 9, "chain_types: arrays of mismatched lengths");
     }
     const int32_t *pred = bs[0].b.buf, *event = bs[1].b.buf;
     const uint8_t *start = bs[2].b.buf, *root = bs[4].b.buf, *blocking = bs[5].b.buf,
@@ -640,12 +618,7 @@ static PyObject *chain_types(PyObject *self, PyObject *args) {
         weight[v] = (t == t_none || t == t_block) ? 0 : ns[v] - ns[p];
     }
     Py_END_ALLOW_THREADS
-    release(bs, 9);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, bad);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return finish(bs, 9, bad);
 }
 
 /* span_cover(node_event, node_ns, event_chain, n_host, s_key, s_start, s_end, out) -> None
@@ -668,9 +641,7 @@ static PyObject *span_cover(PyObject *self, PyObject *args) {
     Py_ssize_t n = bs[0].b.len / 4, n_ev = bs[2].b.len / 4, k = bs[3].b.len / 8;
     if (bs[1].b.len / 8 != n || bs[4].b.len / 8 != k || bs[5].b.len / 8 != k ||
         bs[6].b.len / 8 != n || n_host < 0 || n_host > n_ev) {
-        release(bs, 7);
-        PyErr_SetString(PyExc_ValueError, "span_cover: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 7, "span_cover: arrays of mismatched lengths");
     }
     const int32_t *event = bs[0].b.buf, *chain_of = bs[2].b.buf;
     const int64_t *t = bs[1].b.buf, *key = bs[3].b.buf, *s0 = bs[4].b.buf, *s1 = bs[5].b.buf;
@@ -683,15 +654,11 @@ static PyObject *span_cover(PyObject *self, PyObject *args) {
         if (key[i] < 0 || (i && key[i] < key[i - 1])) bad = "span_cover: spans not by chain";
     /* Per chain: its spans [lo, hi), the walk's last span (at or before the last time) and
      * the covered time of the spans before that one, and the last time asked. */
-    int64_t *st = bad ? NULL : PyMem_RawMalloc(((size_t)n_chains * 5 + 1) * sizeof(int64_t));
-    if (!bad && !st) {
+    if (bad) return refuse(bs, 7, bad);
+    int64_t *st = PyMem_RawMalloc(((size_t)n_chains * 5 + 1) * sizeof(int64_t));
+    if (!st) {
         release(bs, 7);
         return PyErr_NoMemory();
-    }
-    if (bad) {
-        release(bs, 7);
-        PyErr_SetString(PyExc_ValueError, bad);
-        return NULL;
     }
     int64_t *lo = st, *hi = st + n_chains, *at = st + 2 * n_chains, *acc = st + 3 * n_chains,
             *last_t = st + 4 * n_chains;
@@ -750,9 +717,7 @@ static PyObject *edge_spans(PyObject *self, PyObject *args) {
     if (get_all(o, bs, 4, bsize, 3) < 0) return NULL;
     Py_ssize_t k = bs[0].b.len / 4, n = bs[1].b.len / 4;
     if (bs[2].b.len / 8 != n || bs[3].b.len / 8 != k) {
-        release(bs, 4);
-        PyErr_SetString(PyExc_ValueError, "edge_spans: arrays of mismatched lengths");
-        return NULL;
+        return refuse(bs, 4, "edge_spans: arrays of mismatched lengths");
     }
     const int32_t *edges = bs[0].b.buf, *pred = bs[1].b.buf;
     const int64_t *at = bs[2].b.buf;
@@ -768,12 +733,7 @@ static PyObject *edge_spans(PyObject *self, PyObject *args) {
         out[i] = at[v] - at[pred[v]];
     }
     Py_END_ALLOW_THREADS
-    release(bs, 4);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, bad);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return finish(bs, 4, bad);
 }
 
 /* event_keys(g, start, end, g_lo, width, lo, open_out, close_out) -> None
@@ -794,9 +754,7 @@ static PyObject *event_keys(PyObject *self, PyObject *args) {
     Py_ssize_t n = bs[0].b.len / 8;
     for (int i = 1; i < 5; i++) {
         if (bs[i].b.len / 8 != n) {
-            release(bs, 5);
-            PyErr_SetString(PyExc_ValueError, "event_keys: arrays of mismatched lengths");
-            return NULL;
+            return refuse(bs, 5, "event_keys: arrays of mismatched lengths");
         }
     }
     const int64_t *g = bs[0].b.buf, *start = bs[1].b.buf, *end = bs[2].b.buf;
