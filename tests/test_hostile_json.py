@@ -289,6 +289,32 @@ def test_unicode_digits_in_ids_are_not_numbers(tmp_path: Path, capsys: Any) -> N
     assert code in (0, 2) and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("scanner", ["c", "fallback"])
+def test_an_end_past_int64_nanoseconds_is_a_bad_time(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, scanner: str
+) -> None:
+    """ts + dur beyond int64 ns (a wrapped end would nest the events wrongly): skipped, said."""
+    if scanner == "fallback":
+        monkeypatch.setenv("BADPUT_NO_C_SCAN", "1")
+    b = TraceBuilder()
+    b.launch("gemm", cpu=(0, 10), gpu=(15, 100))
+    path = b.write(tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    # Each on its own: a far start with a long op, then one more op inside its time.
+    far = 9_000_000_000_000_000  # us: 9e18 ns, and as much again for its duration
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::far", "pid": 9, "tid": 9, "ts": far,
+         "dur": far},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::in", "pid": 9, "tid": 9, "ts": far + 1,
+         "dur": 5},
+    ]  # fmt: skip
+    path.write_text(json.dumps(doc))
+    code, out, err = run_cli(capsys, "analyze", path, "--format", "json")
+    assert code == 0 and "Traceback" not in err, err
+    report = json.loads(out)
+    assert "skipped 1 event(s) without a valid ts or dur" in report["traces"][0]["warnings"]
+
+
 @pytest.mark.parametrize("make", ["fifo", "device"])
 def test_not_a_regular_file_is_refused_without_blocking(tmp_path: Path, make: str) -> None:
     if make == "fifo":

@@ -423,7 +423,10 @@ class _Columns:
         `"Collective name"` key; `ops` holds the shape arguments of the piece's rows.
         """
         phase = c["phase"]
-        bad = c.pop("bad") & (phase == FlowPhase.COMPLETE)  # a flow arrow needs no time
+        bad = c.pop("bad")
+        # An end past int64 nanoseconds (ts + dur beyond some 292 years) is no valid time.
+        bad |= c["ts_ns"] > np.subtract(_INT64_MAX, np.maximum(c["dur_ns"], 0))
+        bad &= phase == FlowPhase.COMPLETE  # a flow arrow needs no time
         if bad.any():
             self.bad_time += int(bad.sum())
             keep = ~bad
@@ -544,6 +547,9 @@ class _Sparse:
         out = SparseColumn(self.n, _joined(self.rows, np.int64), _joined(self.values, np.int64))
         self.n, self.rows, self.values = 0, [], []
         return out
+
+
+_INT64_MAX = np.iinfo(np.int64).max
 
 
 class _Growing:
