@@ -541,3 +541,25 @@ def test_hta_mi250(shared_traces: Path, capsys: Any) -> None:
         if trace.name_of(r).startswith("Cijk_"):
             assert (pre.decisions[d].precision, pre.decisions[d].source) == ("fp32", FROM_TYPES)
     assert _finding(analyze_json(capsys, path)) is None
+
+
+def test_name_mask_of_rows_tests_only_their_names() -> None:
+    # `Trace.name_mask(predicate, rows)`: the names those rows use, tested once each, the same
+    # answer as over every name there; names no such row uses stay False, untested.
+    dlrm = "param-dlrm-8rank/worker0_step_12.1694128201545.pt.trace.json.gz"
+    trace = load_trace(str(Path(__file__).parent / "data" / "traces" / dlrm))
+    kernels = np.flatnonzero(trace.kind == EventKind.KERNEL)
+    seen: list[str] = []
+
+    def gemm(n: str) -> bool:
+        seen.append(n)
+        return kernel_category(n) == "gemm"
+
+    mask = trace.name_mask(gemm, kernels)
+    used = np.unique(trace.name_id[kernels])
+    assert len(seen) == used.shape[0] < len(trace.names) // 2  # each kernel name once
+    whole = trace.name_mask(lambda n: kernel_category(n) == "gemm")
+    np.testing.assert_array_equal(mask[used], whole[used])
+    assert int(whole[used].sum()) > 0 and not mask[np.setdiff1d(np.arange(len(mask)), used)].any()
+    rows = trace.rows_named(kernels, lambda n: kernel_category(n) == "gemm")
+    np.testing.assert_array_equal(rows, kernels[whole[trace.name_id[kernels]]])

@@ -583,8 +583,8 @@ def matmul_precisions(trace: Trace, tree: LaunchTree) -> MatmulPrecisions:
     Returns:
         One decision per kernel row whose `kernel_category` is "gemm".
     """
-    gemm_name = trace.name_mask(lambda n: kernel_category(n) == "gemm")
     kernel_row = tree.row
+    gemm_name = trace.name_mask(lambda n: kernel_category(n) == "gemm", kernel_row)
     is_gemm = (trace.kind[kernel_row] == EventKind.KERNEL) & gemm_name[trace.name_id[kernel_row]]
     entries = np.flatnonzero(is_gemm)
     rows = kernel_row[entries]

@@ -421,19 +421,29 @@ class Trace:
 
         `predicate` sees each name's `name_head`, as in `name_mask`.
         """
-        return rows[self.name_mask(predicate)[self.name_id[rows]]]
+        return rows[self.name_mask(predicate, rows)[self.name_id[rows]]]
 
-    def name_mask(self, predicate: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
+    def name_mask(
+        self, predicate: Callable[[str], bool], rows: npt.NDArray[np.intp] | None = None
+    ) -> npt.NDArray[np.bool_]:
         """`predicate` of every interned name, indexable by `name_id`.
 
         The predicate sees each name's `name_head` (its first `NAME_MATCH_CHARS` characters):
-        a regex search over a 50 MB name would otherwise take seconds per predicate.
+        a regex search over a 50 MB name would otherwise take seconds per predicate. With
+        `rows`, only the names those rows use are tested (the others are False): the kernels'
+        hundred names, not the thousands of the ops and steps beside them.
         """
-        return np.fromiter(
-            (bool(predicate(name_head(n))) for n in self.names),
-            dtype=np.bool_,
-            count=len(self.names),
-        )
+        if rows is None:
+            return np.fromiter(
+                (bool(predicate(name_head(n))) for n in self.names),
+                dtype=np.bool_,
+                count=len(self.names),
+            )
+        mask = np.zeros(len(self.names), dtype=np.bool_)
+        mask[self.name_id[rows]] = True
+        used = np.flatnonzero(mask).tolist()
+        mask[used] = [bool(predicate(name_head(self.names[i]))) for i in used]
+        return mask
 
     def name_of(self, row: int) -> str:
         """Name of one row."""
