@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from badput.analysis import _nesting
-from badput.analysis._nesting import depths, nest, sub_nesting
+from badput.analysis._nesting import dense_pairs, depths, nest, pair_keys, sub_nesting
 from badput.trace.model import NO_ID
 
 I64 = npt.NDArray[np.int64]
@@ -183,3 +183,20 @@ def test_nest_refuses_an_end_before_its_start(monkeypatch: pytest.MonkeyPatch) -
             monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
         with pytest.raises(ValueError, match="ends before it starts"):
             nest(g, start, end, _ranked(np.zeros(3, dtype=np.int64)))  # type: ignore[arg-type]
+
+
+def test_pair_keys_order_and_equality_are_the_pairs() -> None:
+    # Packed where the ranges fit, dense ids where not: either way the keys sort as the pairs
+    # do and are equal exactly where the pairs are (what the flow pairing needs of them).
+    rng = np.random.default_rng(7)
+    for wide in (False, True):
+        a = rng.integers(0, 5, 400).astype(np.int64)
+        b = rng.integers(-3, 6, 400).astype(np.int64) * (1 << 60 if wide else 1)
+        keys = pair_keys(a, b.astype(np.int32) if not wide else b)
+        pairs = list(zip(a.tolist(), b.tolist(), strict=True))
+        for i, j in rng.integers(0, 400, (2000, 2)).tolist():
+            assert (keys[i] < keys[j]) == (pairs[i] < pairs[j])
+            assert (keys[i] == keys[j]) == (pairs[i] == pairs[j])
+    np.testing.assert_array_equal(
+        dense_pairs(a, b), np.unique(pairs, axis=0, return_inverse=True)[1].ravel()
+    )

@@ -436,14 +436,34 @@ def dense_ids(x: Ids) -> I64:
     return np.repeat(ids, np.diff(np.append(at, n)))
 
 
+def _packed_pairs(a: Ids, b: Ids) -> I64 | None:
+    """Each (a, b) pair packed into one int64 in lexicographic order; None where they do not fit."""
+    a_lo, b_lo = int(a.min()), int(b.min())
+    b_width = int(b.max()) - b_lo + 1
+    if (int(a.max()) - a_lo + 1) * b_width >= _KEY_LIMIT:
+        return None
+    packed: I64 = (a.astype(np.int64) - a_lo) * b_width + (b - b_lo)
+    return packed
+
+
+def pair_keys(a: Ids, b: Ids) -> I64:
+    """One int64 key per (a, b) pair, in the pairs' lexicographic order, equal for equal pairs.
+
+    The pair packed into one number where the ranges fit (no sort), else its dense id.
+    """
+    if a.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    packed = _packed_pairs(a, b)
+    return packed if packed is not None else dense_pairs(a, b)
+
+
 def dense_pairs(a: Ids, b: Ids) -> I64:
     """Dense id of each (a, b) pair, in lexicographic order of the pairs (ids of any width)."""
     if a.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
-    a_lo, b_lo = int(a.min()), int(b.min())
-    b_width = int(b.max()) - b_lo + 1
-    if (int(a.max()) - a_lo + 1) * b_width < _KEY_LIMIT:
-        return dense_ids((a.astype(np.int64) - a_lo) * b_width + (b - b_lo))
+    packed = _packed_pairs(a, b)
+    if packed is not None:
+        return dense_ids(packed)
     order = np.lexsort((b, a))
     sa, sb = a[order], b[order]
     step = np.empty(a.shape[0], dtype=np.int64)

@@ -25,6 +25,7 @@ from badput.analysis._nesting import (
     find_by_key_time,
     is_kind,
     nest,
+    pair_keys,
     take,
     walk_up,
 )
@@ -402,7 +403,7 @@ def _flow_pairs(trace: Trace, flows: npt.NDArray[np.intp]) -> tuple[I64, I64]:
     phase = trace.phase[flows]
     starts = flows[phase == FlowPhase.FLOW_START]
     ends = flows[(phase == FlowPhase.FLOW_END) | (phase == FlowPhase.FLOW_STEP)]
-    key = dense_pairs(trace.name_id[flows].astype(np.int64), trace.correlation[flows])
+    key = pair_keys(trace.name_id[flows].astype(np.int64), trace.correlation[flows])
     key_of = np.full(len(trace), NO_ID, dtype=np.int64)
     key_of[flows] = key
     found = find_by_key_time(
