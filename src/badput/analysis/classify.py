@@ -338,16 +338,20 @@ def _by_launching_op(
         | (host_kind == EventKind.ANNOTATION)
         | (host_kind == EventKind.PYTHON)
     )
-    # Evaluate comm_op once per distinct host name.
-    names_here = np.unique(host_name[op_like])
-    comm_code: dict[int, tuple[int, int]] = {}
-    for nid in names_here.tolist():
+    # Evaluate comm_op once per distinct host name (marked in a table of the names, not sorted);
+    # per name id its communication kind and detail, -1 for a name that is no communication op.
+    used = np.zeros(len(trace.names), dtype=np.bool_)
+    used[host_name[op_like]] = True
+    comm_kind = np.full(len(trace.names), -1, dtype=np.int64)
+    comm_detail = np.full(len(trace.names), -1, dtype=np.int64)
+    for nid in np.flatnonzero(used).tolist():
         found = comm_op(trace.names[nid])
         if found is not None:
             kind_name, family = found
             text = trace.names[nid][:160] + (f" ({family})" if family else "")
-            comm_code[nid] = (_KIND.get(kind_name, _OTHER_KIND), details.id(text))
-    is_comm_node = op_like & np.isin(host_name, np.fromiter(comm_code, np.int64, len(comm_code)))
+            comm_kind[nid] = _KIND.get(kind_name, _OTHER_KIND)
+            comm_detail[nid] = details.id(text)
+    is_comm_node = op_like & (comm_kind[host_name] >= 0)
     is_op_node = host_kind == EventKind.CPU_OP
     meta = trace.comm_meta
     if meta is not None and len(meta):
@@ -367,13 +371,13 @@ def _by_launching_op(
     # (nodes are in open order: on one chain, the nearer node has the larger index).
     by_comm = (near_comm >= 0) & ((near_op < 0) | (near_comm >= near_op))
     plain = (near_op >= 0) & ~by_comm
-    for i in np.flatnonzero(by_comm).tolist():
-        k, d = comm_code[int(host_name[near_comm[i]])]
-        category[i] = _COMM
-        kind[i] = k
-        source[i] = LAUNCH_OP
-        detail[i] = d
-        decided[i] = True
+    comm = np.flatnonzero(by_comm)
+    comm_name = host_name[near_comm[comm]]
+    category[comm] = _COMM
+    kind[comm] = comm_kind[comm_name]
+    source[comm] = LAUNCH_OP
+    detail[comm] = comm_detail[comm_name]
+    decided[comm] = True
     # An unknown name takes the family of the op that launched it.
     unknown = has & ~decided & (source == NOTHING) & (near_op >= 0)
     if not unknown.any():
