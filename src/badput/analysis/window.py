@@ -178,14 +178,14 @@ def capture_of(trace: Trace, is_step_row: B | None = None) -> Capture:
     """
     if is_step_row is None:
         is_step_row = trace.name_mask(lambda n: profiler_step_number(n) is not None)[trace.name_id]
-    ends = trace.end_ns
-    mark = (trace.kind == EventKind.OTHER) & trace.name_mask(
-        lambda n: _PROFILER_SPAN.match(n) is not None
-    )[trace.name_id]
+    other = np.flatnonzero(trace.kind == EventKind.OTHER)
+    marked = trace.rows_named(other, lambda n: _PROFILER_SPAN.match(n) is not None).shape[0]
     start = int(trace.ts_ns.min())
-    if not mark.any():
+    ends = trace.end_ns
+    if not marked:
         return Capture(start, int(ends.max()), False)
-    return Capture(start, int(ends[~is_step_row].max()), True)
+    lowest = np.iinfo(np.int64).min  # (some row is no step: the mark itself)
+    return Capture(start, int(np.max(ends, where=~is_step_row, initial=lowest)), True)
 
 
 def _select_steps(steps: Steps, spec: WindowSpec | None) -> Steps:
