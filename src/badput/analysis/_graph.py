@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.analysis._nesting import c_paths, dense_pairs, depths, nest, sub_nesting
+from badput.analysis._nesting import c_paths, dense_pairs, depths, flags, nest, sub_nesting
 from badput.analysis.tree import LaunchTree
 from badput.trace.model import NO_ID, EventKind, FlowPhase, SyncWaits, Trace
 
@@ -636,15 +636,14 @@ def build_graph(
     topo = _topological_order(t, cls, sub, chain)
     del cls, sub
     fast = c_paths() if n_ev else None
+    pos = np.empty(2 * n_ev, dtype=np.int32)
     if fast is not None:  # one pass: the node arrays and the chain edges' sources
-        pos = np.empty(2 * n_ev, dtype=np.int32)
         node_event, pred = np.empty_like(pos), np.empty_like(pos)
         node_start = np.empty(2 * n_ev, dtype=np.bool_)
         node_ns = np.empty(2 * n_ev, dtype=np.int64)
-        fast.graph_nodes(topo, t, chain, pos, node_event, node_start.view(np.uint8), node_ns, pred)
+        fast.graph_nodes(topo, t, chain, pos, node_event, flags(node_start), node_ns, pred)
         del t, chain, topo
     else:
-        pos = np.empty(2 * n_ev, dtype=np.int32)
         pos[topo] = np.arange(2 * n_ev, dtype=np.int32)
         node_event = (topo % n_ev if n_ev else topo).astype(np.int32)
         node_start = topo < n_ev
@@ -840,8 +839,8 @@ def build_graph(
         weight = np.empty(2 * n_ev, dtype=np.int64)
         types = (NO_EDGE, HOST, DEPENDENCY, BLOCKING, GPU, KERNEL_GAP)
         fast.chain_types(
-            pred, node_event, node_start.view(np.uint8), node_ns, root.view(np.uint8),
-            blocking.view(np.uint8), empty_queue.view(np.uint8), n_host, types, ctype, weight,
+            pred, node_event, flags(node_start), node_ns, flags(root), flags(blocking),
+            flags(empty_queue), n_host, types, ctype, weight,
         )  # fmt: skip
     else:
         ctype, weight = _chain_types(

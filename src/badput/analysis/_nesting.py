@@ -145,6 +145,12 @@ def packed(*arrays: Ids) -> list[I64]:
     return [np.ascontiguousarray(a, dtype=np.int64) for a in arrays]
 
 
+def flags(mask: Bools) -> npt.NDArray[np.uint8]:
+    """A boolean mask as the C helpers' uint8 flags: a view (0/1 bytes), not a copy."""
+    as_bytes: npt.NDArray[np.uint8] = np.ascontiguousarray(mask, dtype=np.bool_).view(np.uint8)
+    return as_bytes
+
+
 def _open_ties(
     order: I64, g: I64, start: I64, end: I64, rank: Callable[[I64], npt.NDArray[np.integer]]
 ) -> tuple[I64, I64]:
@@ -260,8 +266,9 @@ def sub_nesting(
     if (fast := c_paths()) is not None:
         k = g.shape[0]
         sub_parent, depth = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
-        mask = np.ascontiguousarray(keep, dtype=np.bool_).view(np.uint8)
-        if not fast.sub_forest(*packed(parent), mask, *packed(g, start, end), sub_parent, depth):
+        if not fast.sub_forest(
+            *packed(parent), flags(keep), *packed(g, start, end), sub_parent, depth
+        ):
             return None
         return np.flatnonzero(keep).astype(np.int64), sub_parent, depth
     kept = np.flatnonzero(keep)
@@ -371,16 +378,14 @@ def _walk_up_c(
     fast: Any, parent: I64, start: I64, masks: list[Bools]
 ) -> tuple[list[I64], list[I64]]:
     """`walk_up` by the C pass (`marked_ancestors`); ValueError for a forest out of order."""
-    parent64 = np.ascontiguousarray(parent, dtype=np.int64)
+    (parent64,) = packed(parent)
     has = start >= 0
     at = np.where(has, start, 0)
     firsts, lasts = [], []
     near = np.empty(parent.shape[0], dtype=np.int64)
     far = np.empty(parent.shape[0], dtype=np.int64)
     for m in masks:
-        fast.marked_ancestors(
-            parent64, np.ascontiguousarray(m, dtype=np.bool_).view(np.uint8), near, far
-        )
+        fast.marked_ancestors(parent64, flags(m), near, far)
         firsts.append(np.where(has, near[at], NO_ID))
         lasts.append(np.where(has, far[at], NO_ID))
     return firsts, lasts

@@ -594,8 +594,8 @@ static PyObject *chain_types(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t v = 0; v < n; v++) {
         int32_t p = pred[v], e = event[v];
-        if (p >= v || p < -1 || e < 0 || e >= n_ev || (p >= 0 && event[p] < 0) ||
-            (p >= 0 && event[p] >= n_ev)) {
+        /* p < v: its event was checked at its own turn. */
+        if (p >= v || p < -1 || e < 0 || e >= n_ev) {
             bad = "chain_types: a node or event out of range";
             break;
         }

@@ -64,7 +64,7 @@ from badput.analysis._graph import (
     _merged,
     build_graph,
 )
-from badput.analysis._nesting import c_paths, dense_pairs, is_kind
+from badput.analysis._nesting import c_paths, dense_pairs, flags, is_kind
 from badput.analysis.blocking import BlockingCalls, blocking_calls
 from badput.analysis.classify import KernelClasses
 from badput.analysis.patterns import CATEGORIES, profiler_step_number
@@ -575,12 +575,6 @@ def _use_c() -> bool:
     return c_paths() is not None
 
 
-def _as_bytes(mask: Bools) -> npt.NDArray[np.uint8]:
-    """A boolean mask as the C pass's uint8 flags: a view (0/1 bytes), not a copy."""
-    flags: npt.NDArray[np.uint8] = np.ascontiguousarray(mask, dtype=np.bool_).view(np.uint8)
-    return flags
-
-
 def _distances(
     g: DependencyGraph,
     chain_ok: Bools,
@@ -609,14 +603,14 @@ def _distances(
     c_paths().longest(
         np.ascontiguousarray(g.chain_pred, dtype=np.int32),
         np.ascontiguousarray(g.chain_weight_ns if chain_w is None else chain_w, dtype=np.int64),
-        _as_bytes(chain_ok),
+        flags(chain_ok),
         np.ascontiguousarray(g.lead_nodes, dtype=np.int64),
         np.ascontiguousarray(g.lead_ns if lead is None else lead, dtype=np.int64),
         np.ascontiguousarray(g.edge_src, dtype=np.int64),
         np.ascontiguousarray(g.edge_dst, dtype=np.int64),
         np.ascontiguousarray(g.edge_weight_ns if edge_w is None else edge_w, dtype=np.int64),
-        _as_bytes(edge_ok),
-        _as_bytes(wait),
+        flags(edge_ok),
+        flags(wait),
         dist,
         best,
     )
