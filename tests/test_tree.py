@@ -458,3 +458,20 @@ def test_replicated_trace_scales_exactly() -> None:
     assert (many.inner_op[: len(one)] == one.inner_op).all()
     last = many.inner_op[-len(one) :]
     assert (np.where(last >= 0, last - 19 * n, NO_ID) == one.inner_op).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_ties_nest_by_external_id_not_file_order(tmp_path: Path, seed: int) -> None:
+    # Zero-length ops and launch at one instant (coarse clocks): the file's order is no
+    # evidence of which op holds which; the profiler's op ids (External id, given as ops
+    # start) are. aten::mm started first, so it holds aten::nonzero, which holds the launch.
+    b = TraceBuilder()
+    b.cpu_op("aten::mm", 100, 100)
+    b.cpu_op("aten::nonzero", 100, 100)
+    b.launch("k", cpu=(100, 100), gpu=(200, 210))
+    b.cpu_op("aten::copy_", 150, 180)
+    path = b.write(tmp_path / f"t{seed}.json", shuffle=seed)
+    trace = load_trace(str(path))
+    tree = launch_tree(trace)
+    assert _name(trace, int(tree.inner_op[0])) == "aten::nonzero"
+    assert _name(trace, int(tree.outer_op[0])) == "aten::mm"

@@ -19,7 +19,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.analysis._nesting import c_paths, dense_pairs, depths, flags, nest, sub_nesting
+from badput.analysis._nesting import (
+    c_paths,
+    dense_pairs,
+    depths,
+    flags,
+    kind_then_id,
+    nest,
+    sub_nesting,
+)
 from badput.analysis.tree import LaunchTree
 from badput.trace.model import NO_ID, EventKind, FlowPhase, SyncWaits, Trace
 
@@ -67,6 +75,8 @@ _HOST_KINDS = (EventKind.CPU_OP, EventKind.RUNTIME, EventKind.DRIVER)
 _RANK = np.full(256, 3, dtype=np.int8)
 for _r, _k in enumerate(_HOST_KINDS):
     _RANK[int(_k)] = _r
+_PYTHON_FIRST = np.ones(256, dtype=np.int8)  # host spans: a Python frame holds the rest
+_PYTHON_FIRST[int(EventKind.PYTHON)] = 0
 # Order of node classes at equal times (see the module docstring).
 _GPU_END, _HOST_END, _HOST_START, _GPU_START = 0, 1, 2, 3
 
@@ -365,12 +375,7 @@ class _HostSpans:
         if nested is None:
             key = dense_pairs(trace.pid[spans], trace.tid[spans])
             start, end = trace.ts_ns[spans], trace.ts_ns[spans] + trace.dur_ns[spans]
-            span_kind = kind[spans]
-
-            def rank(at: I64) -> npt.NDArray[np.int8]:
-                r: npt.NDArray[np.int8] = (span_kind[at] != EventKind.PYTHON).astype(np.int8)
-                return r
-
+            rank = kind_then_id(_PYTHON_FIRST, kind[spans], trace.external_id[spans])
             order, parent, key, start, end = nest(key, start, end, rank)
             nested = spans[order], key, start, end, parent
         rows, key, start, end, parent = nested
@@ -516,12 +521,7 @@ def _host_nesting(
                 _, parent, depth = found
                 return rows, parent, g, start, end, depth
     thread_key = dense_pairs(trace.pid[host], trace.tid[host]) if host.shape[0] else host
-    h_kind = trace.kind[host]
-
-    def rank(at: I64) -> npt.NDArray[np.int8]:
-        r: npt.NDArray[np.int8] = _RANK[h_kind[at]]
-        return r
-
+    rank = kind_then_id(_RANK, trace.kind[host], trace.external_id[host])
     order, parent, g, start, end = nest(thread_key, ts[host], ts[host] + dur[host], rank)
     return host[order], parent, g, start, end, depths(parent)
 

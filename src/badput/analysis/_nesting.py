@@ -140,6 +140,27 @@ def nest(
     return order, _depth_parents(d, g, start, end), g, start, end
 
 
+def kind_then_id(
+    rank_of_kind: npt.NDArray[np.integer], kind: npt.NDArray[np.integer], op_id: Ids
+) -> Callable[[I64], I64]:
+    """`nest`'s rank for host events: by kind (`rank_of_kind[kind]`), then by op id.
+
+    Intervals with the same start and end on one thread (zero-length ones on a coarse clock)
+    nest by kind first (an op holds its runtime calls); within a kind the profiler's op id
+    (`External id`, numbered as ops start) puts the one that started first outermost, so
+    the file's order decides only among events without an id. `kind` and `op_id` are per
+    input position.
+    """
+
+    def rank(at: I64) -> I64:
+        r: I64 = rank_of_kind[kind[at]].astype(np.int64)
+        r *= at.shape[0]
+        r += np.unique(op_id[at], return_inverse=True)[1].reshape(-1)
+        return r
+
+    return rank
+
+
 def packed(*arrays: Ids) -> list[I64]:
     """The arrays as contiguous int64, for the C helpers (a copy only where needed)."""
     return [np.ascontiguousarray(a, dtype=np.int64) for a in arrays]

@@ -24,6 +24,7 @@ from badput.analysis._nesting import (
     distinct,
     find_by_key_time,
     is_kind,
+    kind_then_id,
     nest,
     pair_keys,
     take,
@@ -369,11 +370,7 @@ class _Nodes:
         end = np.maximum(trace.dur_ns[rows], 0)
         end += start
         kind = trace.kind[rows]
-
-        def rank(at: I64) -> npt.NDArray[np.int8]:
-            ranks: npt.NDArray[np.int8] = _RANK_OF_KIND[kind[at]]
-            return ranks
-
+        rank = kind_then_id(_RANK_OF_KIND, kind, trace.external_id[rows])
         order, parent, g, start, end = nest(thread(rows), start, end, rank)
         return _Nodes(rows[order].astype(np.int64), kind[order], g, start, end, parent)
 
