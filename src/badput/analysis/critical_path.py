@@ -1130,11 +1130,15 @@ def _what_if_in(
                 chain_w[edges] = _shrunk(change, edges_in[a : a + _SHRINK_BLOCK], chain_w[edges])
         lead = _shrunk(change, leads_in, lead)
     if change.unblock_rows.shape[0]:
-        # The calls' end nodes: by event (half as many as nodes), host events only.
-        unblocked = np.isin(g.event_row[: g.n_host], change.unblock_rows)
-        unblocked = np.append(unblocked, np.zeros(len(g.event_row) - g.n_host, np.bool_))
-        call_end = ~g.node_start & unblocked[g.node_event]
-        edge_ok &= ~((g.edge_type == SYNC) & call_end[g.edge_dst])
+        # The sync edges into the calls' end nodes go: found from the sync edges (thousands),
+        # through a mask of the trace's rows, not from a node-sized mask.
+        sync = np.flatnonzero(g.edge_type == SYNC)
+        dst = g.edge_dst[sync]
+        ev = g.node_event[dst]
+        unblocked = np.zeros(len(trace), dtype=np.bool_)
+        unblocked[change.unblock_rows] = True
+        call_end = ~g.node_start[dst] & (ev < g.n_host) & unblocked[g.event_row[ev]]
+        edge_ok[sync[call_end]] = False
     if change.no_launch_delay:
         edge_w = np.where(g.edge_type == LAUNCH_DELAY, 0, edge_w)
     return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w, lead, scratch=True).max())

@@ -73,9 +73,9 @@ def data_loading(ctx: DeviceContext) -> Finding | None:
         return None
     savings = ctx.per_step(idle)
     t = ctx.trace
-    ops = ctx.rows(EventKind.CPU_OP, EventKind.ANNOTATION)
-    loader_names = {t.names[int(i)] for i in np.unique(t.name_id[ops])}
-    single = any("_SingleProcessDataLoaderIter" in n for n in loader_names)
+    # The ops' names, not their rows: millions of rows, not to be held through the what-if.
+    op_names = np.unique(t.name_id[ctx.rows(EventKind.CPU_OP, EventKind.ANNOTATION)])
+    single = any("_SingleProcessDataLoaderIter" in t.names[int(i)] for i in op_names)
     w0 = ctx.analysis.window_start_ns
     loader_time = tl.host_dataloader.clip(w0, w0 + ctx.analysis.window_ns).total_ns()
     fix = list(RULES["data-loading"].fix)
