@@ -397,17 +397,31 @@ def _link_by_correlation(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes)
 
 def _flow_pairs(trace: Trace, flows: npt.NDArray[np.intp]) -> tuple[I64, I64]:
     """(start row, end row) of the flow arrows among `flows`, paired by (name, id)."""
+    starts, ends = _flow_ends(trace, flows)
+    start = _flow_starts(trace, starts, ends)
+    ok = start >= 0
+    return start[ok], ends[ok].astype(np.int64)
+
+
+def _flow_ends(trace: Trace, flows: npt.NDArray[np.intp]) -> tuple[I64, I64]:
+    """The arrows' starts and their ends (and steps) among `flows`."""
     phase = trace.phase[flows]
-    starts = flows[phase == FlowPhase.FLOW_START]
+    starts = flows[phase == FlowPhase.FLOW_START].astype(np.int64)
     ends = flows[(phase == FlowPhase.FLOW_END) | (phase == FlowPhase.FLOW_STEP)]
-    key = pair_keys(trace.name_id[flows].astype(np.int64), trace.correlation[flows])
-    key_of = np.full(len(trace), NO_ID, dtype=np.int64)
-    key_of[flows] = key
-    found = find_by_key_time(
-        key_of[starts], trace.ts_ns[starts], key_of[ends], trace.ts_ns[ends], exact=False
-    )
-    ok = found >= 0
-    return starts[found[ok]].astype(np.int64), ends[ok].astype(np.int64)
+    return starts, ends.astype(np.int64)
+
+
+def _flow_starts(trace: Trace, starts: I64, ends: I64) -> I64:
+    """The start row of the arrow each end row belongs to (same name and id), else `NO_ID`.
+
+    The latest start at or before the end (an id may be reused along the trace), else the
+    earliest after it (clock skew).
+    """
+    both = np.concatenate([starts, ends])
+    key = pair_keys(trace.name_id[both].astype(np.int64), trace.correlation[both])
+    n = starts.shape[0]
+    found = find_by_key_time(key[:n], trace.ts_ns[starts], key[n:], trace.ts_ns[ends], exact=False)
+    return take(starts, found)
 
 
 def _bind(trace: Trace, thread: _Threads, at: I64, nodes: _Nodes, cand: I64) -> I64:
@@ -425,15 +439,23 @@ def _link_by_flow(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes, thread
     out = np.full(gpu.shape[0], NO_ID, dtype=np.int64)
     if flows.size == 0:
         return out
-    s, f = _flow_pairs(trace, flows)
-    calls = np.flatnonzero(is_kind(nodes.kind, _LAUNCH_KINDS))
-    call = _bind(trace, thread, s, nodes, calls)
+    starts, ends = _flow_ends(trace, flows)
     # Which activity each arrow ends at: the one starting at its time on its (pid, tid).
+    # First: only the arrows that end at one of these activities are paired and bound.
     gpu64 = gpu.astype(np.int64)
     target = find_by_key_time(
-        thread(gpu64), trace.ts_ns[gpu64], thread(f), trace.ts_ns[f], exact=True
+        thread(gpu64), trace.ts_ns[gpu64], thread(ends), trace.ts_ns[ends], exact=True
     )
-    ok = (target >= 0) & (call >= 0)
+    hit = target >= 0
+    if not hit.any():
+        return out
+    ends, target = ends[hit], target[hit]
+    s = _flow_starts(trace, starts, ends)
+    calls = np.flatnonzero(is_kind(nodes.kind, _LAUNCH_KINDS))
+    call = np.full(s.shape[0], NO_ID, dtype=np.int64)
+    paired = np.flatnonzero(s >= 0)
+    call[paired] = _bind(trace, thread, s[paired], nodes, calls)
+    ok = call >= 0
     out[target[ok]] = call[ok]
     return out
 
