@@ -140,8 +140,6 @@ def analyze(
         badput analyze traces/ --format json --out result.json --jobs 8
         badput analyze traces/ --format markdown --out "$GITHUB_STEP_SUMMARY" --min-goodput 0.8
     """
-    from badput.report.json_report import encode_document, job_document
-
     if top < 0:
         raise typer.BadParameter("--top must be >= 0", param_hint="--top")
     _check_gate_options(output_format, out, append, min_goodput, max_step_time_ms)
@@ -178,6 +176,8 @@ def analyze(
             sys.stdout.write(text)
             sys.stdout.flush()
     elif output_format is ReportFormat.JSON:
+        from badput.report.json_report import encode_document, job_document
+
         document = job_document(job, top=top)
         if aligned is not None:
             from badput.report.telemetry_report import telemetry_document

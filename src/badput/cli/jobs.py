@@ -121,9 +121,8 @@ def run_job(
         UsageError: bad options (checked before any work).
         BadputError: no trace could be analysed.
     """
-    from badput.analysis import WindowSpec
-    from badput.analysis.classify import load_class_rules
-    from badput.diagnose import diagnose_job
+    # The analyses are imported where needed: for one trace read on two threads or more,
+    # `analyze_path` imports them beside the scan of its pieces.
     from badput.scale import LocalExecutor, RayExecutor, analyze_path
 
     if top < 0:
@@ -133,8 +132,14 @@ def run_job(
     if step_range is not None and not step_range.strip():
         raise UsageError("--step-range needs a range name")
     if window is not None:
+        from badput.analysis import WindowSpec
+
         WindowSpec.parse(window)  # a bad --window is a usage error, not N failed ranks
-    rules = load_class_rules(classify) if classify is not None else None
+    rules = None
+    if classify is not None:
+        from badput.analysis.classify import load_class_rules
+
+        rules = load_class_rules(classify)
     if executor is Executor.LOCAL and address is not None:
         raise UsageError("--address needs --executor ray")
     files = _find(paths)
@@ -157,6 +162,8 @@ def run_job(
         what = f"analysing {plural(len(files), 'trace')}{where}"
         with progress(what, total=len(files)) as advance:
             outcomes = list(runner.map(analyze_path, items, _counter(advance)))
+    from badput.diagnose import diagnose_job
+
     job = diagnose_job(outcomes)
     failed = job.failed
     if len(failed) == len(outcomes):

@@ -9,13 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from badput.diagnose import RankOutcome, outcome_of
+from badput._imports import import_beside
+from badput.errors import BadputError, TraceFormatError
 
 if TYPE_CHECKING:
     from badput.analysis.classify import ClassRules
-from badput.errors import BadputError, TraceFormatError
+    from badput.diagnose import RankOutcome
 
 __all__ = ["analyze_path"]
+
+# What the analysis of a read trace imports (the diagnosis pulls in the analyses), and numpy's
+# masked arrays, which the first `np.unique` imports: on two threads or more, imported while
+# the trace's pieces are scanned.
+_AFTER_THE_READ = ("badput.diagnose", "badput.analysis.device", "numpy.ma")
 
 
 def analyze_path(
@@ -47,15 +53,23 @@ def analyze_path(
         >>> analyze_path("worker0.pt.trace.json.gz").summaries[0].goodput  # doctest: +SKIP
         0.0715
     """
-    from badput.analysis import WindowSpec, analyze_trace
-    from badput.analysis.device import analyze_with_paths
     from badput.trace import load_trace
     from badput.trace._pieces import default_read_jobs
 
-    spec = WindowSpec.parse(window) if window is not None else None
+    jobs = read_jobs if read_jobs is not None else default_read_jobs()
+    if jobs > 1:
+        import_beside(_AFTER_THE_READ)
+    spec = None
+    if window is not None:
+        from badput.analysis import WindowSpec
+
+        spec = WindowSpec.parse(window)
     try:
-        jobs = read_jobs if read_jobs is not None else default_read_jobs()
         trace = load_trace(path, progress=progress, step_range=step_range, jobs=jobs)
+        from badput.analysis import analyze_trace
+        from badput.analysis.device import analyze_with_paths
+        from badput.diagnose import outcome_of
+
         if jobs <= 1:
             devices = analyze_trace(trace, spec, rules=rules, jobs=jobs)
             return outcome_of(trace, devices, top=top, jobs=jobs)
@@ -66,6 +80,10 @@ def analyze_path(
         devices, paths = analyze_with_paths(trace, spec, rules=rules, jobs=jobs)
         return outcome_of(trace, devices, top=top, jobs=jobs, paths=paths)
     except TraceFormatError as e:
+        from badput.diagnose import RankOutcome
+
         return RankOutcome(path=path, error=e.problem)
     except BadputError as e:
+        from badput.diagnose import RankOutcome
+
         return RankOutcome(path=path, error=str(e))
