@@ -625,3 +625,24 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
         if kinds == (EventKind.CPU_OP,):
             assert int(got[0][0].max()) > 0  # the ops cover time before some nodes
             assert int(np.abs(got[0][2]).max()) > 0  # and along some host edges
+
+
+def test_packed_order_key_sorts_as_the_four_key_lexsort() -> None:
+    # The graph's node order: one stable sort of the packed key is the lexsort of (time,
+    # class, depth key, chain), ties in input order; past 62 bits there is no key.
+    from badput.analysis._graph import _order_key
+
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n = int(rng.integers(1, 400))
+        t = rng.integers(10**15, 10**15 + 50, n).astype(np.int64)  # many exact ties
+        cls = rng.integers(0, 4, n).astype(np.int8)
+        sub = rng.integers(-5, 6, n).astype(np.int32)
+        chain = rng.integers(0, 9, n).astype(np.int32)
+        key = _order_key(t, cls, sub, chain)
+        assert key is not None
+        want = np.lexsort((chain, sub, cls, t))
+        assert np.array_equal(np.argsort(key, kind="stable"), want)
+    wide = np.array([0, 1 << 61], dtype=np.int64)
+    two = np.zeros(2, np.int32)
+    assert _order_key(wide, np.zeros(2, np.int8), two, np.array([0, 3], np.int32)) is None

@@ -221,11 +221,12 @@ def _last_at_or_before(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, after: boo
     return out
 
 
-def _topological_order(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64:
-    """The node order: by time, class, depth key, chain (then input order), as one lexsort.
+def _order_key(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64 | None:
+    """The node order's key: (time, class, depth key, chain) packed into one int64.
 
-    Packed into one int64 key where the ranges fit (they do for any window under ~18 hours
-    of nanoseconds with a thousand chains), which sorts in a fraction of a four-key lexsort.
+    None where the ranges do not fit 62 bits (they do for any window under ~18 hours of
+    nanoseconds with a thousand chains): the order is then a four-key lexsort. A stable sort
+    of the key (then input order) is the topological order, in a fraction of the lexsort.
     """
     if t.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
@@ -234,8 +235,7 @@ def _topological_order(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64:
     s_bits = (int(sub.max()) - s0).bit_length()
     c_bits = int(chain.max()).bit_length()
     if t_bits + 2 + s_bits + c_bits > 62 or int(cls.max()) > 3 or int(chain.min()) < 0:
-        order: I64 = np.lexsort((chain, sub, cls, t)).astype(np.int64, copy=False)
-        return order
+        return None
     key = t - t0
     key <<= 2
     key |= cls
@@ -243,8 +243,7 @@ def _topological_order(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64:
     key |= sub - s0
     key <<= c_bits
     key |= chain
-    packed: I64 = np.argsort(key, kind="stable").astype(np.int64, copy=False)
-    return packed
+    return key
 
 
 def _chain_pred(chain: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
@@ -633,8 +632,16 @@ def build_graph(
     event_chain = ev_chain.astype(np.int32)
     chain = np.concatenate([event_chain, event_chain])
     del depth, depth32, zeros32, ev_chain
-    topo = _topological_order(t, cls, sub, chain)
-    del cls, sub
+    # The order: by time, class, depth key, chain, then input order (one packed key, its
+    # parts freed before the sort: millions of nodes).
+    key = _order_key(t, cls, sub, chain)
+    if key is not None:
+        del cls, sub
+        topo: I64 = np.argsort(key, kind="stable").astype(np.int64, copy=False)
+        del key
+    else:
+        topo = np.lexsort((chain, sub, cls, t)).astype(np.int64, copy=False)
+        del cls, sub
     fast = c_paths() if n_ev else None
     pos = np.empty(2 * n_ev, dtype=np.int32)
     if fast is not None:  # one pass: the node arrays and the chain edges' sources

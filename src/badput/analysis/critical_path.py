@@ -467,10 +467,8 @@ def critical_path(
 
     step_paths = Beside(jobs, _step_lengths, trace, tree, g, analysis)
     has_chain = g.chain_type != NO_EDGE
-    dist, nodes, how = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
+    length, nodes, how = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
     del has_chain
-    length = int(dist.max())
-    del dist  # node-sized arrays go as soon as used: the step paths may yet run (one thread)
     rows = _rows_of(len(trace), g.event_row[g.node_event[nodes]])
     edges, parts, ops, modules = _path_edges(trace, tree, g, nodes, how, part)
     del nodes, how, part
@@ -640,8 +638,8 @@ def _lengths(
     return _longest(g, chain_ok, edge_ok, chain_w, edge_w, lead)[0]
 
 
-def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64, I64]:
-    """Distances, the longest path's nodes and how the path enters each.
+def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[int, I64, I64]:
+    """The longest path's length, its nodes and how the path enters each.
 
     The nodes ascend (the graph's topological order); how: `-1` (the path starts there),
     `-2` (its chain edge) or the index of the cross edge (into the graph's edge arrays).
@@ -652,20 +650,24 @@ def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[I64, I64
         how = np.full(nodes.shape[0], -1, dtype=np.int64)
         how[np.searchsorted(nodes, chain_in)] = -2
         how[np.searchsorted(nodes, g.edge_dst[cross])] = cross
-        return dist, nodes, how
+        return int(dist.max()), nodes, how
     dist, in_edge = _distances(g, chain_ok, edge_ok)
     assert in_edge is not None  # asked for
     best = in_edge
-    out = np.zeros(len(g), dtype=np.int64)
+    end = int(np.argmax(dist))
+    length = int(dist[end])
+    out = dist  # the distances are done with: the path's nodes go into their node-sized array
+    del dist
     count = c_paths().backtrack(
         best,
         np.ascontiguousarray(g.chain_pred, dtype=np.int32),
         np.ascontiguousarray(g.edge_src, dtype=np.int64),
-        int(np.argmax(dist)),
+        end,
         out,
     )
     nodes = out[:count][::-1].copy()
-    return dist, nodes, best[nodes]
+    del out
+    return length, nodes, best[nodes]
 
 
 def _longest(
