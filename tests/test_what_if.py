@@ -236,3 +236,39 @@ def test_c_host_weights_equal_numpys() -> None:
     got = halves.copy()
     _nesting._paths.shrink(np.arange(4, dtype=np.int32), halves, got, 0.5, False)
     np.testing.assert_array_equal(got, [0, 2, 2, 4])  # round half to even, as numpy
+
+
+def test_span_cache_forms_give_the_same_what_ifs_in_any_order(
+    tmp_path: Path, longest_pass: str
+) -> None:
+    # A what-if that scales the time inside some spans keeps only the host edges with time
+    # inside them; one that scales the rest (all_host) needs every host edge. Asked in either
+    # order on one path (one cache), each equals its answer on a fresh path. The trace of
+    # test_data_loading_leaves_the_path, and host work after the kernel up to 300 us (the
+    # host's chain is the path: 300 us, 100 of them in the DataLoader).
+    b = new_trace()
+    b.profiler_step(1, 0, 300)
+    b.dataloader(0, 100)
+    b.cpu_op("aten::cat", 10, 90)
+    b.cpu_op("aten::mm", 100, 110)
+    b.launch(GEMM, cpu=(101, 106), gpu=(112, 262))
+    b.cpu_op("aten::add", 200, 300)
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    d = analyze_trace(trace)[0]
+    assert d.critical_path is not None and d.critical_path.length_ns == 300 * US
+    loader = np.flatnonzero(trace.kind == EventKind.ANNOTATION)
+    loader = loader[[("DataLoader" in trace.name_of(int(r))) for r in loader]].astype(np.int64)
+    inside = GraphChange(host_rows=loader, host_scale=0.5)
+    rest = GraphChange(all_host=True, keep_host_rows=loader, host_scale=0.5)
+    fresh = {
+        name: what_if(trace, critical_path(trace, d), change)
+        for name, change in (("inside", inside), ("rest", rest))
+    }
+    # Inside: the DataLoader's 100 us halve (250); the rest: the 200 us after it halve, and
+    # the GPU's side bounds the path: 262 us less half of aten::mm's 1 us before its launch.
+    assert fresh == {"inside": 250 * US, "rest": 262 * US - US // 2}
+    for order in (("inside", "rest", "inside"), ("rest", "inside", "rest")):
+        cp = critical_path(trace, d)
+        for name in order:
+            change = inside if name == "inside" else rest
+            assert what_if(trace, cp, change) == fresh[name], (order, name)
