@@ -38,6 +38,18 @@ def rows_named(trace: Trace, name: str) -> np.ndarray:
     return np.flatnonzero([trace.name_of(i) == name for i in range(len(trace))]).astype(np.int64)
 
 
+def loader_step() -> TraceBuilder:
+    """ProfilerStep#1 [0, 300) with a DataLoader span [0, 100) holding aten::cat [10, 90),
+    then aten::mm [100, 110) launching a 150 us GEMM [112, 262) at [101, 106)."""
+    b = new_trace()
+    b.profiler_step(1, 0, 300)
+    b.dataloader(0, 100)
+    b.cpu_op("aten::cat", 10, 90)
+    b.cpu_op("aten::mm", 100, 110)
+    b.launch(GEMM, cpu=(101, 106), gpu=(112, 262))
+    return b
+
+
 @pytest.fixture(params=["c", "numpy"])
 def longest_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run each case with the C pass (where built) and with numpy."""
@@ -57,12 +69,7 @@ def test_data_loading_leaves_the_path(tmp_path: Path, longest_pass: str) -> None
     # 1 us of aten::mm, launch delay 11, kernel 150: 262 us. Without the DataLoader's host
     # time (all within its span): 1 + 11 + 150 = 162 us. In HTA's graph (between_ops=False)
     # the gaps are idle: 80 + 1 + 11 + 150 = 242 us.
-    b = new_trace()
-    b.profiler_step(1, 0, 300)
-    b.dataloader(0, 100)
-    b.cpu_op("aten::cat", 10, 90)
-    b.cpu_op("aten::mm", 100, 110)
-    b.launch(GEMM, cpu=(101, 106), gpu=(112, 262))
+    b = loader_step()
     trace = load_trace(str(b.write(tmp_path / "t.json")))
     d = analyze_trace(trace)[0]
     cp = d.critical_path
@@ -246,12 +253,7 @@ def test_span_cache_forms_give_the_same_what_ifs_in_any_order(
     # order on one path (one cache), each equals its answer on a fresh path. The trace of
     # test_data_loading_leaves_the_path, and host work after the kernel up to 300 us (the
     # host's chain is the path: 300 us, 100 of them in the DataLoader).
-    b = new_trace()
-    b.profiler_step(1, 0, 300)
-    b.dataloader(0, 100)
-    b.cpu_op("aten::cat", 10, 90)
-    b.cpu_op("aten::mm", 100, 110)
-    b.launch(GEMM, cpu=(101, 106), gpu=(112, 262))
+    b = loader_step()
     b.cpu_op("aten::add", 200, 300)
     trace = load_trace(str(b.write(tmp_path / "t.json")))
     d = analyze_trace(trace)[0]

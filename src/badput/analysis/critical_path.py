@@ -134,7 +134,7 @@ _SHRINK_BLOCK = 1 << 18
 #: the spans' rows, (host edge nodes, time inside the spans, each lead's time inside them).
 #: Every host edge where an `all_host` what-if asked for them, else only those with time inside
 #: (a DataLoader's spans cover about a tenth of DLRM's 4.8 million).
-SpanCache = dict[bytes, tuple[npt.NDArray[np.int32], "I64", "I64"]]
+SpanCache = dict[bytes, tuple[npt.NDArray[np.int32], I64, I64]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -1089,7 +1089,7 @@ def _what_if_in(
         base["chain_ok"] = (g.chain_type != NO_EDGE) | gpu_start
         # Node indices, int32 like the graph's own: millions of them, held with the path.
         base["gpu"] = np.flatnonzero(g.chain_type == GPU).astype(np.int32)
-        base["host_edges"] = np.asarray(int(_host_edges(g).shape[0]))
+        base["host_edges"] = np.asarray(int(np.count_nonzero(_host_edge_mask(g))))
     chain_ok = base["chain_ok"]
     n_host_edges = int(base["host_edges"])
     host_change = n_host_edges > 0 and bool(change.host_rows.shape[0] or change.all_host)
@@ -1143,10 +1143,10 @@ def _what_if_in(
     return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w, lead, scratch=True).max())
 
 
-def _host_edges(g: DependencyGraph) -> npt.NDArray[np.int32]:
-    """The nodes entered by a host chain edge (host work or a dependency), ascending."""
-    host = (g.chain_type == HOST) | (g.chain_type == DEPENDENCY)
-    return np.flatnonzero(host).astype(np.int32)
+def _host_edge_mask(g: DependencyGraph) -> Bools:
+    """Per node: whether a host chain edge (host work or a dependency) enters it."""
+    host: Bools = (g.chain_type == HOST) | (g.chain_type == DEPENDENCY)
+    return host
 
 
 def _span_weights(
@@ -1157,7 +1157,7 @@ def _span_weights(
     Every host edge with `every_edge`, else only those with time inside the spans: the others
     keep their weight in a what-if that scales the time inside.
     """
-    host_edge = _host_edges(g)
+    host_edge = np.flatnonzero(_host_edge_mask(g)).astype(np.int32)  # ascending
     at_node, at_start = _span_time(trace, g, np.asarray(spans, dtype=np.int64))
     if _use_c():
         edges_in = np.empty(host_edge.shape[0], dtype=np.int64)
