@@ -6,7 +6,7 @@
  * two canonical interval sets (overlaps, for badput.analysis.intervals), a what-if's host
  * edge weights (shrink), a dependency graph's node arrays and chain edges (graph_nodes,
  * chain_types, for badput.analysis._graph), and the time spans cover before each of its host
- * nodes and along its chain edges (span_cover, edge_spans).
+ * nodes (span_cover).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -704,38 +704,6 @@ static PyObject *span_cover(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* edge_spans(edges, pred, at_node, out) -> None
- *
- * Per chain edge (its destination node, int32 in edges), the time spans cover along it:
- * at_node (int64) of the node less that of the node before it on its chain (pred, int32);
- * out int64. Every edge has a previous node (ValueError otherwise). */
-static PyObject *edge_spans(PyObject *self, PyObject *args) {
-    PyObject *o[4];
-    buf bs[4] = {{0}};
-    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
-    static const Py_ssize_t bsize[4] = {4, 4, 8, 8};
-    if (get_all(o, bs, 4, bsize, 3) < 0) return NULL;
-    Py_ssize_t k = bs[0].b.len / 4, n = bs[1].b.len / 4;
-    if (bs[2].b.len / 8 != n || bs[3].b.len / 8 != k) {
-        return refuse(bs, 4, "edge_spans: arrays of mismatched lengths");
-    }
-    const int32_t *edges = bs[0].b.buf, *pred = bs[1].b.buf;
-    const int64_t *at = bs[2].b.buf;
-    int64_t *out = bs[3].b.buf;
-    const char *bad = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < k; i++) {
-        int32_t v = edges[i];
-        if (v < 0 || v >= n || pred[v] < 0 || pred[v] >= n) {
-            bad = "edge_spans: an edge without a previous node";
-            break;
-        }
-        out[i] = at[v] - at[pred[v]];
-    }
-    Py_END_ALLOW_THREADS
-    return finish(bs, 4, bad);
-}
-
 /* event_keys(g, start, end, g_lo, width, lo, open_out, close_out) -> None
  *
  * badput.analysis._nesting._event_keys in one pass, the opens' keys and the closes' apart:
@@ -783,7 +751,6 @@ static PyMethodDef methods[] = {
     {"graph_nodes", graph_nodes, METH_VARARGS, "A graph's node arrays from its order."},
     {"chain_types", chain_types, METH_VARARGS, "Each graph node's chain edge type and weight."},
     {"span_cover", span_cover, METH_VARARGS, "Time a chain's spans cover before each host node."},
-    {"edge_spans", edge_spans, METH_VARARGS, "Time spans cover along each chain edge."},
     {NULL, NULL, 0, NULL},
 };
 

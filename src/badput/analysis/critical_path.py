@@ -131,9 +131,9 @@ _SHRINK_BLOCK = 1 << 18
 
 
 #: What-ifs over one set of spans share the time those spans cover along each host edge: by
-#: the spans' rows, (host edge nodes, time inside the spans, each lead's time inside them).
-#: Every host edge where an `all_host` what-if asked for them, else only those with time inside
-#: (a DataLoader's spans cover about a tenth of DLRM's 4.8 million).
+#: the spans' rows, (host edge nodes, time inside the spans, each lead's time inside them),
+#: of the host edges with time inside them alone (a DataLoader's spans cover about a tenth of
+#: DLRM's 4.8 million): the others lie outside them.
 SpanCache = dict[bytes, tuple[npt.NDArray[np.int32], I64, I64]]
 
 
@@ -1096,10 +1096,9 @@ def _what_if_in(
     if host_change:  # first: its node-sized arrays are gone before the weights are copied
         spans = change.keep_host_rows if change.all_host else change.host_rows
         key = np.asarray(spans, dtype=np.int64).tobytes()
-        cached = span_cache.get(key)
-        if cached is None or (change.all_host and cached[0].shape[0] < n_host_edges):
+        if key not in span_cache:
             span_cache.clear()  # one set of spans kept: the findings ask for one or two
-            span_cache[key] = _span_weights(trace, g, spans, every_edge=change.all_host)
+            span_cache[key] = _span_weights(trace, g, spans)
     edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
     chain_w = g.chain_weight_ns.copy()  # 0 where no chain edge (`build_graph`)
     edge_w = g.edge_weight_ns  # the graph's own unless launch delays go (not changed in place)
@@ -1118,9 +1117,11 @@ def _what_if_in(
         v = gpu[hit]
         chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
     if host_change:
-        # Edges without time inside the spans keep their weight unless `all_host` (then every
-        # host edge is in the cache).
+        # The host edges with time inside the spans (the cache's); with `all_host` the others
+        # too, all of whose time is outside them.
         host_edge, edges_in, leads_in = span_cache[key]
+        if change.all_host:
+            _scale_outside(g, host_edge, chain_w, change.host_scale)
         if _use_c():  # one pass in place, the same weights
             c_paths().shrink(host_edge, edges_in, chain_w, change.host_scale, change.all_host)
         else:
@@ -1150,30 +1151,45 @@ def _host_edge_mask(g: DependencyGraph) -> Bools:
 
 
 def _span_weights(
-    trace: Trace, g: DependencyGraph, spans: Ints, *, every_edge: bool
+    trace: Trace, g: DependencyGraph, spans: Ints
 ) -> tuple[npt.NDArray[np.int32], I64, I64]:
     """What-ifs' cache entry for `spans` (`SpanCache`): host edge nodes, time inside, leads'.
 
-    Every host edge with `every_edge`, else only those with time inside the spans: the others
-    keep their weight in a what-if that scales the time inside.
+    Only the host edges with time inside the spans: the others lie outside them (a what-if
+    that scales the time inside keeps their weight; one that scales the rest, all of it).
     """
-    host_edge = np.flatnonzero(_host_edge_mask(g)).astype(np.int32)  # ascending
     at_node, at_start = _span_time(trace, g, np.asarray(spans, dtype=np.int64))
-    if _use_c():
-        edges_in = np.empty(host_edge.shape[0], dtype=np.int64)
-        c_paths().edge_spans(host_edge, g.chain_pred, at_node, edges_in)
-    else:
-        edges_in = at_node[host_edge]
-        for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # in blocks: no temporaries
-            edges_in[a : a + _SHRINK_BLOCK] -= at_node[  # of all host edges at once
-                g.chain_pred[host_edge[a : a + _SHRINK_BLOCK]]
-            ]
     leads_in = at_node[g.lead_nodes] - at_start[g.chains_of(g.lead_nodes)]
-    del at_node, at_start
-    if not every_edge:
-        inside = np.flatnonzero(edges_in)
-        host_edge, edges_in = host_edge[inside], edges_in[inside]
-    return host_edge, edges_in, leads_in
+    del at_start
+    # Each host edge's time inside: its node's value less its source's, written over its
+    # node's value. A block of nodes at a time, the last first: a source precedes its node,
+    # so every source is read before its own value is overwritten (no arrays of all edges).
+    mask = _host_edge_mask(g)
+    step = _SPAN_BLOCK_NODES
+    for a in range((mask.shape[0] - 1) // step * step, -1, -step):
+        v = np.flatnonzero(mask[a : a + step])
+        v += a
+        at_node[v] -= at_node[g.chain_pred[v]]
+    mask &= at_node != 0
+    inside = np.flatnonzero(mask)
+    del mask
+    return inside.astype(np.int32), at_node[inside], leads_in
+
+
+def _scale_outside(
+    g: DependencyGraph, inside: npt.NDArray[np.int32], chain_w: I64, scale: float
+) -> None:
+    """Scale in place the weight of every host edge but those of `inside` (all outside).
+
+    As `_shrunk` with `all_host` scales an edge without time inside the spans: its whole
+    weight, rounded half to even. A block of nodes at a time (no node-sized temporaries).
+    """
+    mask = _host_edge_mask(g)
+    mask[inside] = False
+    for a in range(0, mask.shape[0], _SPAN_BLOCK_NODES):
+        at = np.flatnonzero(mask[a : a + _SPAN_BLOCK_NODES])
+        at += a
+        chain_w[at] = np.round(np.multiply(chain_w[at], scale)).astype(np.int64)
 
 
 def _shrunk(change: GraphChange, inside: I64, w: I64) -> I64:
