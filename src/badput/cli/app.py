@@ -483,7 +483,8 @@ def _leave(code: int) -> None:
     import os
     import threading
 
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate()[1:]):
+    me = threading.current_thread()
+    if any(t is not me and t.is_alive() and not t.daemon for t in threading.enumerate()):
         return
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if run_exit_handlers is None:
