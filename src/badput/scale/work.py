@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 
 __all__ = ["analyze_path"]
 
-# What the analysis of a read trace imports (the diagnosis pulls in the analyses), and numpy's
-# masked arrays, which the first `np.unique` imports: on two threads or more, imported while
-# the trace's pieces are scanned.
-_AFTER_THE_READ = ("badput.diagnose", "badput.analysis.device", "numpy.ma")
+# What the analysis of a read trace imports (the diagnosis pulls in every analysis it runs),
+# and numpy's masked arrays, which the first `np.unique` imports: on two threads or more,
+# imported while the trace's pieces are scanned.
+_AFTER_THE_READ = ("badput.diagnose", "numpy.ma")
 
 
 def analyze_path(
