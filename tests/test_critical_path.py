@@ -147,6 +147,21 @@ def test_gpu_bound(tmp_path: Path) -> None:
     assert cp.top_ops == [(GEMM, 1020 * US)]  # no op around the calls: the kernel's name
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_activities_tied_on_a_stream_go_by_content(tmp_path: Path, seed: int) -> None:
+    # Two kernels at one [0, 10) on one stream (a trace fault): the first of the two ends
+    # where the next begins and drops out. Which is first goes by kind, then name, not by
+    # the file's order: GEMM ("ampere...") drops, the fill kernel ("void...") stays.
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >"
+    b = new_trace()
+    b.kernel(GEMM, 0, 10)
+    b.kernel(fill, 0, 10)
+    b.kernel(GEMM, 10, 12)
+    _, cp = path_of(b.write(tmp_path / f"t{seed}.json", shuffle=seed))
+    assert cp.length_ns == 12 * US
+    assert cp.top_ops == [(fill, 10 * US), (GEMM, 2 * US)]
+
+
 def test_sync_bound(tmp_path: Path) -> None:
     # In ProfilerStep#1 [0, 520): a 1 us launch at [0, 1) of a 500 us kernel [5, 505), then
     # cudaDeviceSynchronize [2, 510) (a Context Sync row) and a 10 us op [510, 520). The

@@ -102,6 +102,22 @@ def test_gpu_time_goes_to_the_outermost_modelled_op_composites_last(tmp_path: Pa
     assert m.attributed_ns == (10 + 40 + 5) * US and m.unattributed_ns == 0
 
 
+@pytest.mark.parametrize("seed", [None, 0, 1, 2, 3])
+def test_an_ops_kernels_with_equal_time_go_by_name(tmp_path: Path, seed: int | None) -> None:
+    # One op's kernels, most time first; equal times by name (the file's order of first
+    # appearance, which interned ids follow, decides nothing).
+    b = TraceBuilder()
+    b.cpu_op("aten::nonzero", 0, 100)
+    b.launch("z_kernel", cpu=(10, 20), gpu=(200, 210))
+    b.launch("a_kernel", cpu=(30, 40), gpu=(220, 230))
+    b.launch("m_kernel", cpu=(50, 60), gpu=(240, 260))
+    b.device_properties([0])
+    trace = load_trace(str(b.write(tmp_path / f"t{seed}.json", shuffle=seed)))
+    model = analyze_trace(trace)[0].model
+    assert model is not None
+    assert _op(model, "aten::nonzero").kernels == ["m_kernel", "a_kernel", "z_kernel"]
+
+
 def test_rows_group_calls_by_op_dims_and_types(tmp_path: Path) -> None:
     b = TraceBuilder()
     for i in range(3):

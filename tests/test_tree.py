@@ -16,6 +16,7 @@ from badput.analysis.tree import (
     LAUNCHED_BEFORE_TRACE,
     LINK_CORRELATION,
     LINK_FLOW,
+    LINK_NONE,
     NO_LAUNCH_CALL,
     LaunchTree,
     launch_tree,
@@ -27,8 +28,17 @@ from synth import US, TraceBuilder
 
 
 def _tree(b: TraceBuilder, tmp_path: Path) -> tuple[Trace, LaunchTree]:
-    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    return _tree_of(b.write(tmp_path / "t.json"))
+
+
+def _tree_of(path: Path) -> tuple[Trace, LaunchTree]:
+    trace = load_trace(str(path))
     return trace, launch_tree(trace)
+
+
+def _by_name(trace: Trace, tree: LaunchTree, column: Any) -> dict[str, int]:
+    """Activity name -> its value in `column` (a tree column, one per activity)."""
+    return {trace.name_of(int(r)): int(column[i]) for i, r in enumerate(tree.row)}
 
 
 def _row(trace: Trace, name: str, kind: EventKind | None = None) -> int:
@@ -251,6 +261,62 @@ def test_ac2g_flow_links_when_correlation_is_missing(tmp_path: Path) -> None:
     assert tree.linked_by[0] == LINK_FLOW
     assert _name(trace, int(tree.launch_row[0])) == "cudaLaunchKernel"
     assert _name(trace, int(tree.inner_op[0])) == "aten::mul"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_flow_lands_on_the_activity_with_its_id(tmp_path: Path, seed: int) -> None:
+    """Activities that start together on a stream: an arrow lands on the one with its id.
+
+    The memset's arrow (id 100) ends where a memcpy (id 50, whose call precedes the trace)
+    and a kernel without any id also start: the memset is linked by its id already, so the
+    arrow is its own; it binds neither, whatever the file's order.
+    """
+    b = TraceBuilder()
+    b.cpu_op("aten::copy_", 0, 30)
+    b.launch("Memset (Device)", kind="memset", cpu=(10, 12), gpu=(100, 120))
+    b.gpu("memcpy", "Memcpy HtoD (Pageable -> Device)", 100, 120, correlation=50)
+    b.raw_event(
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+         "ts": b.t(100), "dur": b.d(100, 105), "args": {"device": 0, "stream": 7}}
+    )  # fmt: skip
+    b.runtime("cudaLaunchKernel", 40, 45)  # a recorded call with a higher id than 50
+    trace, tree = _tree_of(b.write(tmp_path / f"t{seed}.json", shuffle=seed))
+    reason = _by_name(trace, tree, tree.reason)
+    linked = _by_name(trace, tree, tree.linked_by)
+    assert reason == {
+        "Memset (Device)": ATTRIBUTED,
+        "Memcpy HtoD (Pageable -> Device)": LAUNCHED_BEFORE_TRACE,
+        "k": NO_LAUNCH_CALL,
+    }
+    assert linked == {
+        "Memset (Device)": LINK_CORRELATION,
+        "Memcpy HtoD (Pageable -> Device)": LINK_NONE,
+        "k": LINK_NONE,
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_activities_without_ids_at_one_instant_take_arrows_by_content(
+    tmp_path: Path, seed: int
+) -> None:
+    # Two kernels without ids start together; one arrow ends there: it lands on the one
+    # first by name ("a_kernel"), not on the file's first.
+    b = TraceBuilder()
+    b.cpu_op("aten::mul", 0, 50)
+    b.raw_event(
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": b.pid,
+         "tid": b.tid, "ts": b.t(10), "dur": b.d(10, 20), "args": {"External id": 9}}
+    )  # fmt: skip
+    for name in ("b_kernel", "a_kernel"):
+        b.raw_event(
+            {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7,
+             "ts": b.t(100), "dur": b.d(100, 130), "args": {"device": 0, "stream": 7}}
+        )  # fmt: skip
+    _flow(b, "s", 555, 10, name="ac2g", pid=b.pid, tid=b.tid)
+    _flow(b, "f", 555, 100, name="ac2g", pid=0, tid=7)
+    trace, tree = _tree_of(b.write(tmp_path / f"t{seed}.json", shuffle=seed))
+    linked = _by_name(trace, tree, tree.linked_by)
+    assert linked == {"a_kernel": LINK_FLOW, "b_kernel": LINK_NONE}
 
 
 def test_a_repeated_correlation_id_takes_the_latest_call_before(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.trace.model import NO_ID, EventKind
+from badput.trace.model import NO_ID, EventKind, Trace
 
 try:  # one pass in C (`_paths.c`); the numpy version gives the same result. Imported by
     # name: `from badput.analysis import` would make this leaf module depend on the package.
@@ -350,6 +350,37 @@ def order_by(primary: Ids, secondary: Ids) -> I64:
         run = np.ones(at.shape[0], dtype=np.bool_)
         run[1:] = ~tie[at[1:] - 1]
         order[at] = sub[np.lexsort((secondary[sub], np.cumsum(run)))]
+    return order
+
+
+def settle_ties(trace: Trace, rows: Ids, tie: Bools) -> I64 | None:
+    """A reorder of `rows` that puts each run of tied rows in an order of their content.
+
+    `rows` are Trace rows sorted by some key; `tie[i]` is True where rows i and i + 1 have
+    equal keys (length n - 1). Returns positions into `rows`: runs of ties ordered by kind,
+    name (the text, not its interned id, which follows the file's order), correlation id,
+    op id, length, start, pid and tid, so that the file's order of its events decides
+    nothing where the rows differ; None where there are no ties. Untied rows keep their place.
+    """
+    n = rows.shape[0]
+    if n < 2 or not tie.any():
+        return None
+    member = np.zeros(n, dtype=np.bool_)
+    member[1:] = tie
+    member[:-1] |= tie
+    at = np.flatnonzero(member)
+    r = rows[at].astype(np.int64)
+    run = np.ones(at.shape[0], dtype=np.bool_)
+    run[1:] = ~tie[at[1:] - 1]
+    ids, name_of = np.unique(trace.name_id[r], return_inverse=True)
+    by_text = sorted(range(ids.shape[0]), key=lambda i: trace.names[int(ids[i])])
+    name_rank = np.empty(ids.shape[0], dtype=np.int64)
+    name_rank[by_text] = np.arange(ids.shape[0])
+    keys: list[npt.NDArray[np.integer]] = [trace.tid[r], trace.pid[r], trace.ts_ns[r]]
+    keys += [trace.dur_ns[r], trace.external_id[r], trace.correlation[r]]
+    keys += [name_rank[name_of.reshape(-1)], trace.kind[r], np.cumsum(run)]
+    order = np.arange(n, dtype=np.int64)
+    order[at] = at[np.lexsort(keys)]
     return order
 
 

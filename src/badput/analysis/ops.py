@@ -28,7 +28,7 @@ See `docs/ops.md` for every formula and limit.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -371,8 +371,14 @@ def _pair_key(a: I64, b: I64) -> tuple[I64, I64]:
     )
 
 
-def _weighted_top(group: I64, item: I64, weight: I64, n_groups: int) -> list[list[tuple[int, int]]]:
-    """Per group, its items with their summed weights, largest first (items >= 0 only)."""
+def _weighted_top(
+    group: I64, item: I64, weight: I64, n_groups: int, labels: Sequence[str]
+) -> list[list[tuple[int, int]]]:
+    """Per group, its items with their summed weights, largest first (items >= 0 only).
+
+    Equal weights go by the items' labels (`labels[item]`, the text: interned ids follow the
+    file's order).
+    """
     ok = item >= 0
     out: list[list[tuple[int, int]]] = [[] for _ in range(n_groups)]
     if not ok.any():
@@ -384,7 +390,7 @@ def _weighted_top(group: I64, item: I64, weight: I64, n_groups: int) -> list[lis
     for key, s in zip(pairs.tolist(), sums.tolist(), strict=True):
         out[key // width].append((key % width, int(s)))
     for lst in out:
-        lst.sort(key=lambda p: (-p[1], p[0]))
+        lst.sort(key=lambda p: (-p[1], labels[p[0]]))
     return out
 
 
@@ -590,9 +596,9 @@ def analyze_ops(
     first_inst = np.full(n_groups, -1, dtype=np.int64)
     first_inst[group_of_inst[::-1]] = np.arange(inst.size)[::-1]
     kernels = _weighted_top(a_group, trace.name_id[rows[attributed]].astype(np.int64), a_dur,
-                            n_groups)  # fmt: skip
+                            n_groups, trace.names)  # fmt: skip
     modules = _weighted_top(a_group, tree.module[sel][attributed].astype(np.int64), a_dur,
-                            n_groups)  # fmt: skip
+                            n_groups, tree.module_paths)  # fmt: skip
 
     ops: list[tuple[OpRow, int]] = []
     unmodelled: dict[str, int] = {}

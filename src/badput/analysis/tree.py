@@ -27,6 +27,7 @@ from badput.analysis._nesting import (
     kind_then_id,
     nest,
     pair_keys,
+    settle_ties,
     take,
     walk_up,
 )
@@ -260,12 +261,11 @@ def launch_tree(trace: Trace) -> LaunchTree:
     notes: list[str] = []
 
     launch_node, linked_by = _link_by_correlation(trace, gpu, nodes)
-    unlinked = np.flatnonzero(launch_node < 0)
-    if unlinked.size:
-        via_flow = _link_by_flow(trace, gpu[unlinked], nodes, thread)
-        found = via_flow >= 0
-        launch_node[unlinked[found]] = via_flow[found]
-        linked_by[unlinked[found]] = LINK_FLOW
+    if (launch_node < 0).any():
+        via_flow = _link_by_flow(trace, gpu, launch_node < 0, nodes, thread)
+        found = np.flatnonzero(via_flow >= 0)
+        launch_node[found] = via_flow[found]
+        linked_by[found] = LINK_FLOW
 
     is_module_name = trace.name_mask(lambda n: n.startswith(MODULE_PREFIX))
     is_step_name = trace.name_mask(lambda n: n.startswith("ProfilerStep#"))
@@ -432,20 +432,75 @@ def _bind(trace: Trace, thread: _Threads, at: I64, nodes: _Nodes, cand: I64) -> 
     return take(cand, found)
 
 
-def _link_by_flow(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes, thread: _Threads) -> I64:
-    """Launch node of each activity through the launch flows (`ac2g`; `launch` in 2021)."""
+def _flow_targets(trace: Trace, gpu: I64, open_: Bools, ends: I64, thread: _Threads) -> I64:
+    """The activity (index into `gpu`) each arrow end lands on, else `NO_ID`.
+
+    The one starting at the arrow's time on its (pid, tid) whose correlation id is the
+    arrow's id (Kineto numbers both alike): where that one is linked already (not `open_`)
+    the arrow is spent. An open activity without a correlation id takes an arrow by time
+    and place alone; those that start together on a stream are taken in an order of their
+    content (`settle_ties`), not the file's.
+    """
+    ts, corr = trace.ts_ns, trace.correlation[gpu]
+    has_id = corr != NO_ID
+    target = _landing(trace, thread, np.flatnonzero(open_ & has_id), gpu, ends)
+    without_id = np.flatnonzero(open_ & ~has_id)
+    if without_id.size == 0:
+        return target
+    # Arrows left, that end where an open activity without an id starts.
+    b = gpu[without_id]
+    b_thread = thread(b)
+    order = np.lexsort((ts[b], b_thread))
+    b_thread, b_ts = b_thread[order], ts[b][order]
+    tie = (b_thread[1:] == b_thread[:-1]) & (b_ts[1:] == b_ts[:-1])
+    if (settled := settle_ties(trace, b[order], tie)) is not None:
+        order = order[settled]
+    b, without_id = b[order], without_id[order]
+    left = np.flatnonzero(target < 0)
+    q = ends[left]
+    found = find_by_key_time(thread(b), ts[b], thread(q), ts[q], exact=True)
+    near = found >= 0
+    left, found, q = left[near], found[near], q[near]
+    if left.size == 0:
+        return target
+    # Spent: the arrow's id is that of a linked activity starting there.
+    times = np.unique(ts[q])
+    g_ts = ts[gpu]
+    at_time = times[np.minimum(np.searchsorted(times, g_ts), times.shape[0] - 1)] == g_ts
+    spent = _landing(trace, thread, np.flatnonzero(at_time & has_id & ~open_), gpu, q) >= 0
+    target[left[~spent]] = without_id[found[~spent]]
+    return target
+
+
+def _landing(trace: Trace, thread: _Threads, cand: I64, gpu: I64, ends: I64) -> I64:
+    """Per arrow end: the activity of `cand` (indices into `gpu`) with its id there, or NO_ID."""
+    if cand.size == 0:
+        return np.full(ends.shape[0], NO_ID, dtype=np.int64)
+    a = gpu[cand]
+    keys = pair_keys(
+        np.concatenate([thread(a), thread(ends)]),
+        np.concatenate([trace.correlation[a], trace.correlation[ends]]),
+    )
+    n = a.shape[0]
+    ts = trace.ts_ns
+    return take(cand, find_by_key_time(keys[:n], ts[a], keys[n:], ts[ends], exact=True))
+
+
+def _link_by_flow(
+    trace: Trace, gpu: npt.NDArray[np.intp], open_: Bools, nodes: _Nodes, thread: _Threads
+) -> I64:
+    """Launch node of each `open_` activity through the launch flows, `NO_ID` for the others.
+
+    The flows are `ac2g` arrows (`launch` in Kineto 2021).
+    """
     fwdbwd = trace.names.index(FWDBWD_FLOW) if FWDBWD_FLOW in trace.names else -2
     flows = np.flatnonzero((trace.kind == EventKind.FLOW) & (trace.name_id != fwdbwd))
     out = np.full(gpu.shape[0], NO_ID, dtype=np.int64)
     if flows.size == 0:
         return out
     starts, ends = _flow_ends(trace, flows)
-    # Which activity each arrow ends at: the one starting at its time on its (pid, tid).
     # First: only the arrows that end at one of these activities are paired and bound.
-    gpu64 = gpu.astype(np.int64)
-    target = find_by_key_time(
-        thread(gpu64), trace.ts_ns[gpu64], thread(ends), trace.ts_ns[ends], exact=True
-    )
+    target = _flow_targets(trace, gpu.astype(np.int64), open_, ends, thread)
     hit = target >= 0
     if not hit.any():
         return out
