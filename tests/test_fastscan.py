@@ -251,6 +251,28 @@ def test_scanner_values() -> None:
     assert scanned.labels == ["stream 7"]
 
 
+@needs_c
+def test_columns_are_handed_over_read_only_and_reused() -> None:
+    # The C columns come as buffers of their own (no copy into bytes): read-only views of
+    # their length; once freed they serve the next scan's columns, and drop_spare lets go.
+    event = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 1}'
+    for round_ in range(3):
+        text = b"[" + b",".join(event % (10 * i + round_) for i in range(5000)) + b"]"
+        scanned = _fastscan.scan(text)
+        assert scanned is not None
+        ts = scanned.column("ts", np.int64)
+        assert ts.tolist() == [(10 * i + round_) * 1000 for i in range(5000)]
+        assert not ts.flags.writeable
+        with pytest.raises(ValueError):
+            ts[0] = 1
+        assert len(scanned.raw["ts"]) == 8 * 5000
+        assert len(scanned.raw["meta_row"]) == 0 and not scanned.raw["meta_row"]
+        del ts, scanned
+    _fastscan.drop_spare()
+    again = _fastscan.scan(b'[{"ph": "X", "name": "a", "pid": 1, "tid": 2, "ts": 3, "dur": 4}]')
+    assert again is not None and again.column("dur", np.int64).tolist() == [4000]
+
+
 # Keys the scanner matches as they stand (_scan.c event_key / args_key), their near misses
 # (a prefix, one more byte, another case) and the escaped spellings of them.
 _NEAR_KEYS = ["ph", "p", "phx", "pid", "pi", "pidd", "tid", "ts", "t", "tss", "name", "nam",

@@ -8,8 +8,9 @@
  * None and the caller decodes the same text with msgspec, which has the complete rules and
  * the error messages. So this file may refuse anything, but must never return a wrong value.
  *
- * Returned columns are bytes objects of packed native integers, one entry per kept event
- * (phases X, s, f, t, and the allocator's "[memory]" instant events); other events are only
+ * Returned columns are read-only buffers (Column objects, handed over without a copy) of
+ * packed native integers, one entry per kept event (phases X, s, f, t, and the allocator's
+ * "[memory]" instant events); other events are only
  * counted. Three sparse columns (meta_row, meta_off, meta_len) list only the kept events whose
  * args hold a "Collective name" (NCCL metadata) or a "wait_on_stream" /
  * "wait_on_cuda_event_record_corr_id" (which record a cuda_sync row waited on): the row, and
@@ -25,6 +26,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <sys/mman.h>
+#endif
 
 #define MAX_DEPTH 64
 #define NO_ID (-1)
@@ -37,13 +45,94 @@ typedef struct {
     size_t cap;
 } column;
 
+/* Columns live in their own mappings where the system has mremap (Linux): growing one moves
+ * pages, not bytes, and a column handed to Python (see Column below) is given back whole when
+ * freed. Given-back mappings wait in a small pool for the next piece's columns: their pages
+ * are resident already, so the next piece takes no page faults (which cost more than the
+ * copy they replace); `drop_spare()` unmaps them once a read is done. Capacities are powers
+ * of two from 4096: whole pages. */
+#if defined(__linux__)
+#define COL_MAPPED 1
+#endif
+
+#ifdef COL_MAPPED
+#define POOL_MAX 256
+static struct {
+    char *data;
+    size_t cap;
+} pool[POOL_MAX];
+static int pool_n;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The smallest pooled mapping of at least `want` bytes (its size in *cap), else NULL. */
+static char *pool_take(size_t want, size_t *cap) {
+    char *data = NULL;
+    pthread_mutex_lock(&pool_lock);
+    int best = -1;
+    for (int i = 0; i < pool_n; i++) {
+        if (pool[i].cap >= want && (best < 0 || pool[i].cap < pool[best].cap)) best = i;
+    }
+    if (best >= 0) {
+        data = pool[best].data;
+        *cap = pool[best].cap;
+        pool[best] = pool[--pool_n];
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return data;
+}
+
+/* A fork while another thread holds the lock would leave the child's copy held forever. */
+static void pool_prefork(void) { pthread_mutex_lock(&pool_lock); }
+static void pool_postfork(void) { pthread_mutex_unlock(&pool_lock); }
+static void pool_postfork_child(void) { pthread_mutex_init(&pool_lock, NULL); }
+
+static void pool_give(char *data, size_t cap) {
+    pthread_mutex_lock(&pool_lock);
+    if (pool_n < POOL_MAX) {
+        pool[pool_n].data = data;
+        pool[pool_n].cap = cap;
+        pool_n++;
+        data = NULL;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (data) munmap(data, cap);
+}
+#endif
+
+/* A column's buffer grown to at least `cap` bytes (NULL on failure); *cap_out: its size. */
+static char *col_realloc(char *data, size_t old_cap, size_t cap, size_t *cap_out) {
+    *cap_out = cap;
+#ifdef COL_MAPPED
+    if (!data) {
+        char *pooled = pool_take(cap, cap_out);
+        if (pooled) return pooled;
+    }
+    void *p = data ? mremap(data, old_cap, cap, MREMAP_MAYMOVE)
+                   : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : (char *)p;
+#else
+    (void)old_cap;
+    return realloc(data, cap);
+#endif
+}
+
+static void col_release(char *data, size_t cap) {
+#ifdef COL_MAPPED
+    if (data) pool_give(data, cap);
+#else
+    (void)cap;
+    free(data);
+#endif
+}
+
 static int col_grow(column *c, size_t size) {
     size_t cap = c->cap ? c->cap * 2 : 4096;
     while (cap < c->len + size) cap *= 2;
-    char *data = realloc(c->data, cap);
+    size_t got;
+    char *data = col_realloc(c->data, c->cap, cap, &got);
     if (!data) return -1;
     c->data = data;
-    c->cap = cap;
+    c->cap = got;
     return 0;
 }
 
@@ -910,13 +999,13 @@ static int reserve_columns(scan_state *st, size_t rows) {
 }
 
 static void state_free(scan_state *st) {
-    for (int i = 0; i < N_COLS; i++) free(st->cols[i].data);
+    for (int i = 0; i < N_COLS; i++) col_release(st->cols[i].data, st->cols[i].cap);
     free(st->strings.slots);
-    free(st->strings.order.data);
+    col_release(st->strings.order.data, st->strings.order.cap);
     free(st->labels.slots);
-    free(st->labels.order.data);
+    col_release(st->labels.order.data, st->labels.order.cap);
     free(st->values.slots);
-    free(st->values.order.data);
+    col_release(st->values.order.data, st->values.order.cap);
 }
 
 static PyObject *interned_list(interner *t) {
@@ -1007,14 +1096,67 @@ static int scan_array(cursor *c, scan_state *st) {
     return c->p == c->end ? 0 : -1;
 }
 
+/* ---- columns handed over ----------------------------------------------------------------- */
+
+/* A column given to Python as it is: its buffer (read-only, as bytes would be), freed with
+ * the object. Copying every column into a bytes object cost a tenth of a scan, and held the
+ * GIL while it ran. len() gives its size in bytes. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len;
+    size_t cap; /* bytes held (whole pages where mapped) */
+} colbuf;
+
+static char EMPTY_COLUMN[1];
+
+static int colbuf_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    colbuf *b = (colbuf *)self;
+    return PyBuffer_FillInfo(view, self, b->data ? b->data : EMPTY_COLUMN, b->len, 1, flags);
+}
+
+static void colbuf_dealloc(PyObject *self) {
+    col_release(((colbuf *)self)->data, ((colbuf *)self)->cap);
+    PyObject_Free(self);
+}
+
+static Py_ssize_t colbuf_length(PyObject *self) { return ((colbuf *)self)->len; }
+
+static PyBufferProcs colbuf_as_buffer = {colbuf_getbuffer, NULL};
+static PySequenceMethods colbuf_as_sequence = {.sq_length = colbuf_length};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "badput.trace._scan.Column",
+    .tp_basicsize = sizeof(colbuf),
+    .tp_dealloc = colbuf_dealloc,
+    .tp_as_buffer = &colbuf_as_buffer,
+    .tp_as_sequence = &colbuf_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A scanned column: read-only bytes of packed native integers (buffer protocol).",
+};
+
+/* The column's buffer as a Column object; the state lets go of it. */
+static PyObject *column_object(column *c) {
+    colbuf *b = PyObject_New(colbuf, &ColumnType);
+    if (!b) return NULL;
+    char *data = c->data;
+    size_t cap = c->cap;
+    b->data = data;
+    b->len = (Py_ssize_t)c->len;
+    b->cap = cap;
+    c->data = NULL;
+    c->len = c->cap = 0;
+    return (PyObject *)b;
+}
+
 /* The result tuple: the columns, the string tables, the count of events seen; NULL on error. */
 static PyObject *columns_tuple(scan_state *st, Py_ssize_t extra) {
     rows_done(st);
     PyObject *result = PyTuple_New(N_COLS + 4 + extra);
     if (!result) return NULL;
     for (int i = 0; i < N_COLS; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(st->cols[i].data ? st->cols[i].data : "",
-                                                (Py_ssize_t)st->cols[i].len);
+        PyObject *b = column_object(&st->cols[i]);
         if (!b) {
             Py_DECREF(result);
             return NULL;
@@ -1108,7 +1250,19 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     return result;
 }
 
+static PyObject *drop_spare(PyObject *self, PyObject *unused) {
+#ifdef COL_MAPPED
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < pool_n; i++) munmap(pool[i].data, pool[i].cap);
+    pool_n = 0;
+    pthread_mutex_unlock(&pool_lock);
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"drop_spare", drop_spare, METH_NOARGS,
+     "drop_spare() -> None: unmap the spare column buffers kept for the next piece's columns."},
     {"scan", scan, METH_O,
      "scan(buffer) -> tuple | None: typed columns of a JSON array of trace events, or None "
      "when the text needs the complete decoder."},
@@ -1120,4 +1274,13 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    if (PyType_Ready(&ColumnType) < 0) return NULL;
+#ifdef COL_MAPPED
+    static int at_fork;
+    if (!at_fork && pthread_atfork(pool_prefork, pool_postfork, pool_postfork_child) == 0) {
+        at_fork = 1;
+    }
+#endif
+    return PyModule_Create(&module);
+}

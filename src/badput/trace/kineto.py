@@ -229,6 +229,13 @@ def read_kineto(path: str, progress: Callable[[int], None] | None = None, jobs: 
         [0]
     """
     try:
+        return _read_kineto(path, progress, jobs)
+    finally:
+        _fastscan.drop_spare()
+
+
+def _read_kineto(path: str, progress: Callable[[int], None] | None, jobs: int) -> Trace:
+    try:
         if _pieces.usable():
             columns = _Columns(path)
             try:
