@@ -314,12 +314,13 @@ def perf_ops(trace: Trace, tree: LaunchTree, entries: npt.NDArray[np.intp]) -> I
     modelled lies inside them, else the innermost op (see the module docstring).
     """
     host_row, parent = tree.host_row, tree.host_parent
-    kind, name_id = trace.kind[host_row], trace.name_id[host_row]
+    # Per name: 1 a modelled op, 2 a modelled composite, 0 neither (one gather per node).
     modelled = trace.name_mask(is_modelled_op)
-    composite = trace.name_mask(lambda n: n in COMPOSITE_OPS)
-    is_op = kind == EventKind.CPU_OP
-    direct = is_op & modelled[name_id] & ~composite[name_id]
-    wrapper = is_op & modelled[name_id] & composite[name_id]
+    of_name = modelled.astype(np.int8)
+    of_name[modelled & trace.name_mask(lambda n: n in COMPOSITE_OPS)] = 2
+    code = of_name[trace.name_id[host_row]]
+    code[trace.kind[host_row] != EventKind.CPU_OP] = 0
+    direct, wrapper = code == 1, code == 2
     calls, which = distinct(tree.launch_node[entries], host_row.shape[0])
     start = take(parent, calls)
     _, last = walk_up(parent, start, [direct, wrapper])
