@@ -424,8 +424,11 @@ class _Columns:
         """
         phase = c["phase"]
         bad = c.pop("bad")
-        # An end past int64 nanoseconds (ts + dur beyond some 292 years) is no valid time.
-        bad |= c["ts_ns"] > np.subtract(_INT64_MAX, np.maximum(c["dur_ns"], 0))
+        # An end past int64 nanoseconds (ts + dur beyond some 292 years) is no valid time:
+        # row by row only where the largest start and the largest length could reach it.
+        ts_ns, dur_ns = c["ts_ns"], c["dur_ns"]
+        if ts_ns.shape[0] and int(ts_ns.max()) + max(int(dur_ns.max()), 0) > _INT64_MAX:
+            bad |= ts_ns > np.subtract(_INT64_MAX, np.maximum(dur_ns, 0))
         bad &= phase == FlowPhase.COMPLETE  # a flow arrow needs no time
         if bad.any():
             self.bad_time += int(bad.sum())
