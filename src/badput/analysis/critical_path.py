@@ -372,10 +372,12 @@ def _host_step_spans(trace: Trace, step_names: list[str]) -> tuple[I64, I64] | N
     """
     if not step_names:
         return None
-    host = (trace.kind == EventKind.CPU_OP) | (trace.kind == EventKind.ANNOTATION)
-    host &= trace.device < 0
     names = set(step_names)
-    rows = trace.rows_named(np.flatnonzero(host), lambda n: n in names)
+    # The rows with those names first (a few among millions), then their kind and device.
+    rows = np.flatnonzero(trace.name_mask(lambda n: n in names)[trace.name_id])
+    kind = trace.kind[rows]
+    host = (kind == EventKind.CPU_OP) | (kind == EventKind.ANNOTATION)
+    rows = rows[host & (trace.device[rows] < 0)]
     first: dict[str, int] = {}
     for r in rows.tolist():
         first.setdefault(trace.name_of(r), r)

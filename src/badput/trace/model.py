@@ -421,7 +421,12 @@ class Trace:
 
         `predicate` sees each name's `name_head`, as in `name_mask`.
         """
-        return rows[self.name_mask(predicate, rows)[self.name_id[rows]]]
+        ids = self.name_id[rows]  # gathered once: rows may be millions
+        mask = np.zeros(len(self.names), dtype=np.bool_)
+        mask[ids] = True
+        used = np.flatnonzero(mask).tolist()
+        mask[used] = [bool(predicate(name_head(self.names[i]))) for i in used]
+        return rows[mask[ids]]
 
     def name_mask(
         self, predicate: Callable[[str], bool], rows: npt.NDArray[np.intp] | None = None
