@@ -244,17 +244,27 @@ def test_other_launch_apis(tmp_path: Path, api: str, kind: str, driver: bool) ->
     assert tree.attribution().share == 1.0
 
 
-def test_ac2g_flow_links_when_correlation_is_missing(tmp_path: Path) -> None:
-    b = TraceBuilder()
+def _call_without_correlation(b: TraceBuilder) -> None:
+    """aten::mul at [0, 50) holding a cudaLaunchKernel at [10, 20) with no correlation id."""
     b.cpu_op("aten::mul", 0, 50)
     b.raw_event(
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": b.pid,
          "tid": b.tid, "ts": b.t(10), "dur": b.d(10, 20), "args": {"External id": 9}}
     )  # fmt: skip
+
+
+def _kernel_without_ids(b: TraceBuilder, name: str, start: int, end: int) -> None:
+    """A kernel on device 0, stream 7 with no correlation or op id."""
     b.raw_event(
-        {"ph": "X", "cat": "kernel", "name": "mul_kernel", "pid": 0, "tid": 7,
-         "ts": b.t(100), "dur": b.d(100, 130), "args": {"device": 0, "stream": 7}}
+        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7,
+         "ts": b.t(start), "dur": b.d(start, end), "args": {"device": 0, "stream": 7}}
     )  # fmt: skip
+
+
+def test_ac2g_flow_links_when_correlation_is_missing(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    _call_without_correlation(b)
+    _kernel_without_ids(b, "mul_kernel", 100, 130)
     _flow(b, "s", 555, 10, name="ac2g", pid=b.pid, tid=b.tid)
     _flow(b, "f", 555, 100, name="ac2g", pid=0, tid=7)
     trace, tree = _tree(b, tmp_path)
@@ -275,10 +285,7 @@ def test_a_flow_lands_on_the_activity_with_its_id(tmp_path: Path, seed: int) -> 
     b.cpu_op("aten::copy_", 0, 30)
     b.launch("Memset (Device)", kind="memset", cpu=(10, 12), gpu=(100, 120))
     b.gpu("memcpy", "Memcpy HtoD (Pageable -> Device)", 100, 120, correlation=50)
-    b.raw_event(
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
-         "ts": b.t(100), "dur": b.d(100, 105), "args": {"device": 0, "stream": 7}}
-    )  # fmt: skip
+    _kernel_without_ids(b, "k", 100, 105)
     b.runtime("cudaLaunchKernel", 40, 45)  # a recorded call with a higher id than 50
     trace, tree = _tree_of(b.write(tmp_path / f"t{seed}.json", shuffle=seed))
     reason = _by_name(trace, tree, tree.reason)
@@ -302,16 +309,9 @@ def test_activities_without_ids_at_one_instant_take_arrows_by_content(
     # Two kernels without ids start together; one arrow ends there: it lands on the one
     # first by name ("a_kernel"), not on the file's first.
     b = TraceBuilder()
-    b.cpu_op("aten::mul", 0, 50)
-    b.raw_event(
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": b.pid,
-         "tid": b.tid, "ts": b.t(10), "dur": b.d(10, 20), "args": {"External id": 9}}
-    )  # fmt: skip
+    _call_without_correlation(b)
     for name in ("b_kernel", "a_kernel"):
-        b.raw_event(
-            {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7,
-             "ts": b.t(100), "dur": b.d(100, 130), "args": {"device": 0, "stream": 7}}
-        )  # fmt: skip
+        _kernel_without_ids(b, name, 100, 130)
     _flow(b, "s", 555, 10, name="ac2g", pid=b.pid, tid=b.tid)
     _flow(b, "f", 555, 100, name="ac2g", pid=0, tid=7)
     trace, tree = _tree_of(b.write(tmp_path / f"t{seed}.json", shuffle=seed))
