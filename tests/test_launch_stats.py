@@ -39,6 +39,27 @@ def _delay_of(trace: Trace, s: LaunchStats, name: str) -> int:
 # ---- launch delay: distribution and outliers --------------------------------------------------
 
 
+@pytest.mark.parametrize("seed", [None, 0, 1, 2])
+def test_outlier_ops_of_equal_total_delay_go_by_name(tmp_path: Path, seed: int | None) -> None:
+    # Delays 2 2 3 3 3 4 4 5 5 50 50 us: the two 50s are outliers, one under each op, equal
+    # in total: listed by the op's name, whatever the file's order (aten::z_op comes first).
+    delays = [2, 3, 2, 3, 4, 3, 4, 5, 5, 50, 50]
+    b = TraceBuilder()
+    for k, delay in enumerate(delays):
+        call = (100 * k, 100 * k + 5)
+        op = {9: "aten::z_op", 10: "aten::a_op"}.get(k, "aten::mm")
+        b.cpu_op(op, call[0], call[1])
+        b.launch(f"k{k}", cpu=call, gpu=(call[1] + delay, call[1] + delay + 5))
+    trace = load_trace(str(b.write(tmp_path / "t.json", shuffle=seed)))
+    [d] = analyze_trace(trace)
+    assert d.timeline is not None and d.timeline.tree is not None
+    s = launch_stats(trace, d, d.timeline.tree)
+    assert s.outliers == [
+        LaunchOutlier("aten::a_op", 1, 50 * US, 50 * US, 50 * US),
+        LaunchOutlier("aten::z_op", 1, 50 * US, 50 * US, 50 * US),
+    ]
+
+
 def test_delay_distribution_and_outliers_by_op(tmp_path: Path) -> None:
     # Twelve launches, call k at [10k, 10k + 5), its kernel 5 us long starting `delay` after
     # the call's end. Sorted delays: 2 2 3 3 3 4 4 5 5 30 40 60 (us).

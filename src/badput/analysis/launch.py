@@ -478,16 +478,19 @@ def _outliers(
     mid_lo, mid_hi = first + (count - 1) // 2, first + count // 2
     median = (d[mid_lo] + d[mid_hi]) / 2
     biggest = d[first + count - 1]
-    rank = np.lexsort((o[first], -total))[:MAX_ROWS]
+    # Equal totals by the op's name (its interned id follows the file's order).
+    names = [_op_name(trace, int(o[f])) for f in first.tolist()]
+    totals = total.tolist()
+    rank = sorted(range(len(names)), key=lambda k: (-totals[k], names[k]))[:MAX_ROWS]
     rows = [
         LaunchOutlier(
-            op=_op_name(trace, int(o[first[k]])),
+            op=names[k],
             count=int(count[k]),
             median_delay_ns=float(median[k]),
             max_delay_ns=int(biggest[k]),
-            total_delay_ns=int(total[k]),
+            total_delay_ns=int(totals[k]),
         )
-        for k in rank.tolist()
+        for k in rank
     ]
     return rows, int(d.shape[0])
 
