@@ -10,8 +10,8 @@
  *
  * Returned columns are read-only buffers (Column objects, handed over without a copy) of
  * packed native integers, one entry per kept event (phases X, s, f, t, and the allocator's
- * "[memory]" instant events); other events are only
- * counted. Three sparse columns (meta_row, meta_off, meta_len) list only the kept events whose
+ * "[memory]" instant events); other events are only counted. Three sparse columns
+ * (meta_row, meta_off, meta_len) list only the kept events whose
  * args hold a "Collective name" (NCCL metadata) or a "wait_on_stream" /
  * "wait_on_cuda_event_record_corr_id" (which record a cuda_sync row waited on): the row, and
  * where the args object lies in the input, so that the caller decodes those few args with
