@@ -422,11 +422,7 @@ class Trace:
         `predicate` sees each name's `name_head`, as in `name_mask`.
         """
         ids = self.name_id[rows]  # gathered once: rows may be millions
-        mask = np.zeros(len(self.names), dtype=np.bool_)
-        mask[ids] = True
-        used = np.flatnonzero(mask).tolist()
-        mask[used] = [bool(predicate(name_head(self.names[i]))) for i in used]
-        return rows[mask[ids]]
+        return rows[self._used_name_mask(predicate, ids)[ids]]
 
     def name_mask(
         self, predicate: Callable[[str], bool], rows: npt.NDArray[np.intp] | None = None
@@ -444,8 +440,14 @@ class Trace:
                 dtype=np.bool_,
                 count=len(self.names),
             )
+        return self._used_name_mask(predicate, self.name_id[rows])
+
+    def _used_name_mask(
+        self, predicate: Callable[[str], bool], ids: npt.NDArray[np.integer]
+    ) -> npt.NDArray[np.bool_]:
+        """`name_mask` over the names `ids` holds (name ids), tested once each."""
         mask = np.zeros(len(self.names), dtype=np.bool_)
-        mask[self.name_id[rows]] = True
+        mask[ids] = True
         used = np.flatnonzero(mask).tolist()
         mask[used] = [bool(predicate(name_head(self.names[i]))) for i in used]
         return mask
