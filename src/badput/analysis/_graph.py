@@ -590,8 +590,7 @@ def build_graph(
     g_row, g_launch, stream = g_row[order], g_launch[order], stream[order]
     g_start, g_end = ts[g_row], ts[g_row] + dur[g_row]
     # Activities tied on (stream, start, end): in an order of their content, not the file's.
-    tie = (stream[1:] == stream[:-1]) & (g_start[1:] == g_start[:-1]) & (g_end[1:] == g_end[:-1])
-    if (settled := settle_ties(trace, g_row, tie)) is not None:
+    if (settled := settle_ties(trace, g_row, stream, g_start, g_end)) is not None:
         g_row, g_launch, stream = g_row[settled], g_launch[settled], stream[settled]
         g_start, g_end = g_start[settled], g_end[settled]
     same_next = np.zeros(g_row.shape[0], dtype=np.bool_)

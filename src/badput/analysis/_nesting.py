@@ -353,17 +353,22 @@ def order_by(primary: Ids, secondary: Ids) -> I64:
     return order
 
 
-def settle_ties(trace: Trace, rows: Ids, tie: Bools) -> I64 | None:
+def settle_ties(trace: Trace, rows: Ids, *keys: Ids) -> I64 | None:
     """A reorder of `rows` that puts each run of tied rows in an order of their content.
 
-    `rows` are Trace rows sorted by some key; `tie[i]` is True where rows i and i + 1 have
-    equal keys (length n - 1). Returns positions into `rows`: runs of ties ordered by kind,
-    name (the text, not its interned id, which follows the file's order), correlation id,
-    op id, length, start, pid and tid, so that the file's order of its events decides
+    `rows` are Trace rows sorted by `keys` (each given in that order, one value per row);
+    rows tie where every key is equal. Returns positions into `rows`: runs of ties ordered by
+    kind, name (the text, not its interned id, which follows the file's order), correlation
+    id, op id, length, start, pid and tid, so that the file's order of its events decides
     nothing where the rows differ; None where there are no ties. Untied rows keep their place.
     """
     n = rows.shape[0]
-    if n < 2 or not tie.any():
+    if n < 2:
+        return None
+    tie = np.ones(n - 1, dtype=np.bool_)
+    for key in keys:
+        tie &= key[1:] == key[:-1]
+    if not tie.any():
         return None
     member = np.zeros(n, dtype=np.bool_)
     member[1:] = tie
@@ -376,11 +381,11 @@ def settle_ties(trace: Trace, rows: Ids, tie: Bools) -> I64 | None:
     by_text = sorted(range(ids.shape[0]), key=lambda i: trace.names[int(ids[i])])
     name_rank = np.empty(ids.shape[0], dtype=np.int64)
     name_rank[by_text] = np.arange(ids.shape[0])
-    keys: list[npt.NDArray[np.integer]] = [trace.tid[r], trace.pid[r], trace.ts_ns[r]]
-    keys += [trace.dur_ns[r], trace.external_id[r], trace.correlation[r]]
-    keys += [name_rank[name_of.reshape(-1)], trace.kind[r], np.cumsum(run)]
+    content: list[npt.NDArray[np.integer]] = [trace.tid[r], trace.pid[r], trace.ts_ns[r]]
+    content += [trace.dur_ns[r], trace.external_id[r], trace.correlation[r]]
+    content += [name_rank[name_of.reshape(-1)], trace.kind[r], np.cumsum(run)]
     order = np.arange(n, dtype=np.int64)
-    order[at] = at[np.lexsort(keys)]
+    order[at] = at[np.lexsort(content)]
     return order
 
 

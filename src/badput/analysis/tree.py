@@ -451,9 +451,7 @@ def _flow_targets(trace: Trace, gpu: I64, open_: Bools, ends: I64, thread: _Thre
     b = gpu[without_id]
     b_thread = thread(b)
     order = np.lexsort((ts[b], b_thread))
-    b_thread, b_ts = b_thread[order], ts[b][order]
-    tie = (b_thread[1:] == b_thread[:-1]) & (b_ts[1:] == b_ts[:-1])
-    if (settled := settle_ties(trace, b[order], tie)) is not None:
+    if (settled := settle_ties(trace, b[order], b_thread[order], ts[b][order])) is not None:
         order = order[settled]
     b, without_id = b[order], without_id[order]
     left = np.flatnonzero(target < 0)

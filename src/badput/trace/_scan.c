@@ -1140,11 +1140,9 @@ static PyTypeObject ColumnType = {
 static PyObject *column_object(column *c) {
     colbuf *b = PyObject_New(colbuf, &ColumnType);
     if (!b) return NULL;
-    char *data = c->data;
-    size_t cap = c->cap;
-    b->data = data;
+    b->data = c->data;
     b->len = (Py_ssize_t)c->len;
-    b->cap = cap;
+    b->cap = c->cap;
     c->data = NULL;
     c->len = c->cap = 0;
     return (PyObject *)b;
