@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from badput.trace import _fastscan
+from badput.errors import TraceFormatError
+from badput.trace import _fastscan, kineto
 from badput.trace.kineto import read_kineto
-from badput.trace.model import Trace
+from badput.trace.model import EventKind, Trace
 
 COLUMNS = ("kind", "phase", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation",
            "external_id", "bytes", "total_allocated", "total_reserved")  # fmt: skip
@@ -249,6 +250,102 @@ def test_scanner_values() -> None:
     names = [scanned.strings[i] for i in scanned.column("name", np.int32).tolist()]
     assert names == ["ké", "[memory]", "ac2g"]
     assert scanned.labels == ["stream 7"]
+
+
+# Every branch of a piece's derived columns (`_fastscan.derive` in C, `_Columns._derive` in
+# numpy): GPU rows with and without their device and stream, host rows (neither), flows, the
+# allocator's events on a GPU and on the CPU, the lower-case op id and bad times (no start;
+# an end past int64 nanoseconds), split over pieces; negative lengths (on a flow too) apart.
+_DERIVE_EVENTS = [
+    '{"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 9, "ts": 10, "dur": 2,'
+    ' "args": {"device": 1, "stream": 7, "correlation": 5, "External id": 8}}',
+    '{"ph": "X", "cat": "kernel", "name": "k2", "pid": 3, "tid": 9, "ts": 11, "dur": 1}',
+    '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4, "tid": 6, "ts": 12, "dur": 3,'
+    ' "args": {"device": 2, "stream": 3, "external id": 11}}',
+    '{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 4, "tid": 6, "ts": 12, "dur": 4}',
+    '{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 4, "tid": 6, "ts": 13,'
+    ' "args": {"Bytes": 512, "Device Id": 2, "Device Type": 1, "Total Allocated": 9}}',
+    '{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 4, "tid": 6, "ts": 14,'
+    ' "args": {"Bytes": -64, "Device Id": -1, "Device Type": 0}}',
+    '{"ph": "X", "cat": "cpu_op", "name": "no start", "pid": 4, "tid": 6, "dur": 1}',
+    '{"ph": "X", "cat": "gpu_memcpy", "name": "far", "pid": 3, "tid": 2,'
+    ' "ts": 9223372036854775, "dur": 1000}',
+    '{"ph": "X", "cat": "gpu_memset", "name": "m", "pid": 3, "tid": 2, "ts": 20, "dur": 1,'
+    ' "args": {"bytes": 4096}}',
+]
+
+
+def _three_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: list[str], cut: int
+) -> list[Trace | str]:
+    """The trace of `events` (pieces cut after the first `cut`) read by C with its derived
+    columns, by C with numpy deriving them, and by msgspec; the error text where one fails."""
+    meta = '{{"ph": "M", "name": "p{}", "args": {{"x": "' + "y" * 60 + '"}}}}'
+    pad = ",".join(meta.format(i) for i in range(40))
+    body = ",\n".join([*events[:cut], pad, *events[cut:]])
+    path = tmp_path / "t.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [\n' + body + "\n]}")
+    out: list[Trace | str] = []
+    assert _fastscan.DERIVE_AVAILABLE
+    with monkeypatch.context() as m:
+        m.setattr(kineto, "CHUNK_BYTES", 1024)  # pieces, where the reader cuts them
+        for derive, use_c in ((True, True), (False, True), (False, False)):
+            m.setattr(_fastscan, "DERIVE_AVAILABLE", derive)
+            try:
+                out.append(_read(path, use_c, m))
+            except TraceFormatError as e:
+                out.append(str(e))
+    return out
+
+
+@needs_c
+@pytest.mark.parametrize("cut", [0, 4, len(_DERIVE_EVENTS)])
+def test_derived_columns_alike_in_c_and_numpy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: int
+) -> None:
+    t, *others = _three_reads(tmp_path, monkeypatch, _DERIVE_EVENTS, cut)
+    assert isinstance(t, Trace)
+    for other in others:
+        assert isinstance(other, Trace)
+        assert_same(t, other)
+    names = [t.names[i] for i in t.name_id.tolist()]
+    assert names == ["k", "k2", "aten::mm", "ac2g", "[memory]", "[memory]", "m"]
+    assert t.kind.tolist() == [
+        EventKind.KERNEL, EventKind.KERNEL, EventKind.CPU_OP, EventKind.FLOW, EventKind.MEMORY,
+        EventKind.MEMORY, EventKind.MEMSET,
+    ]  # fmt: skip
+    assert t.device.tolist() == [1, 3, -1, -1, 2, -1, 3]
+    assert t.stream.tolist() == [7, 9, -1, -1, -1, -1, 2]
+    assert t.dur_ns.tolist() == [2000, 1000, 3000, 0, 0, 0, 1000]
+    assert t.external_id.tolist() == [8, -1, 11, -1, -1, -1, -1]
+    assert t.correlation.tolist()[:4] == [5, -1, -1, 5]
+    counts = t.byte_counts
+    assert dict(zip(counts.rows.tolist(), counts.values.tolist(), strict=True)) == {
+        4: 512, 5: -64, 6: 4096
+    }  # fmt: skip
+    assert any("skipped 2 event(s) without a valid ts or dur" in w for w in t.warnings)
+
+
+@needs_c
+def test_negative_lengths_alike_in_c_and_numpy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A flow's negative length counts as an op's does; a row with a bad time does not count.
+    events = [e.replace('"dur": 4}', '"dur": -4}') for e in _DERIVE_EVENTS]
+    events.insert(
+        5, '{"ph": "X", "cat": "cpu_op", "name": "neg", "pid": 4, "tid": 6, "ts": 15, "dur": -1}'
+    )
+    events.append('{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 4, "tid": 6, "dur": -1}')
+    errors = _three_reads(tmp_path, monkeypatch, events, 5)
+    assert (
+        errors
+        == [
+            "{}: 2 event(s) with a negative duration (first: 'ac2g' at ts 12000 ns)".format(
+                tmp_path / "t.json"
+            )
+        ]
+        * 3
+    )
 
 
 @needs_c

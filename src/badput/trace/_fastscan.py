@@ -14,7 +14,10 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["AVAILABLE", "RUN_AVAILABLE", "Run", "RunStatus", "Scanned", "scan", "scan_run"]
+__all__ = [
+    "AVAILABLE", "DERIVE_AVAILABLE", "RUN_AVAILABLE", "Derived", "Run", "RunStatus", "Scanned",
+    "derive", "scan", "scan_run",
+]  # fmt: skip
 
 try:
     from badput.trace import _scan  # type: ignore[attr-defined]
@@ -139,3 +142,52 @@ def _scanned(result: tuple[Any, ...], text: bytes | memoryview) -> Scanned | Non
         with memoryview(text) as view:  # released here: the caller's buffer may regrow
             meta_args = [bytes(view[o : o + k]) for o, k in zip(offsets, lengths, strict=True)]
     return Scanned(raw, strings, labels, result[n + 2], meta_args, result[n + 3])
+
+
+#: Whether the build derives a piece's rows in C (`derive`); else numpy does, as on the
+#: msgspec path.
+DERIVE_AVAILABLE = AVAILABLE and hasattr(_scan, "derive")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What `derive` found in a piece besides the columns it rewrote."""
+
+    kind: npt.NDArray[np.int8]
+    bad: int  # complete events without a start or with an end past int64 nanoseconds
+    negative: int  # rows of good time with a negative length ...
+    first_negative: int  # ... and the first of them (-1: none)
+
+
+def derive(
+    scanned: Scanned,
+    kind_of_cat: npt.NDArray[np.int8],
+    name_id_of: npt.NDArray[np.int32],
+    pid: npt.NDArray[np.int64],
+    tid: npt.NDArray[np.int64],
+    gpu_side: npt.NDArray[np.bool_],
+    constants: tuple[int, int, int, int, int],
+) -> Derived:
+    """A piece's derived columns, in one pass in C, written over the scanned ones.
+
+    Per row: the kind is `kind_of_cat[cat]` (an id of -1 indexes the last slot), or
+    `constants[3]` (memory) for an instant event and `constants[2]` (flow) for any other
+    event not complete (`constants[0]`, instant: `constants[1]`), whose length becomes 0; the
+    `name` column becomes `name_id_of[name]`; a GPU-side kind (`gpu_side`) keeps its device and
+    stream or takes the pid's and tid's, other kinds have neither (NO_ID); a memory event on
+    a GPU (device type `constants[4]`) takes its device id, and its allocation's size as its
+    byte count; `ext` falls back to `ext_lower`. Rows with bad times are counted, not
+    dropped. Raises ValueError for a string id beyond its table.
+    """
+    raw = scanned.raw
+    kind = np.empty(len(raw["phase"]), dtype=np.int8)
+    bufs = (
+        raw["phase"], raw["has_ts"], raw["ts"], np.ascontiguousarray(pid, dtype=np.int64),
+        np.ascontiguousarray(tid, dtype=np.int64), raw["ext_lower"], raw["alloc_bytes"],
+        raw["device_type"], raw["device_id"], np.ascontiguousarray(kind_of_cat, np.int8),
+        np.ascontiguousarray(name_id_of, np.int32),
+        np.ascontiguousarray(gpu_side, np.bool_), kind,
+    )  # fmt: skip
+    cols = tuple(raw[k] for k in ("cat", "name", "dur", "device", "stream", "ext", "bytes"))
+    bad, negative, first = _scan.derive(bufs, cols, constants)
+    return Derived(kind, bad, negative, first)

@@ -54,14 +54,16 @@ I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
 
-def _used_ids(local: npt.NDArray[np.int32], count: int) -> list[int]:
-    """The distinct values of `local` (ids below `count`, or -1 for none), ascending, -1 first.
+def _used_ids(count: int, *local: npt.NDArray[np.int32]) -> list[int]:
+    """The distinct values of the `local` columns, ascending, -1 first.
 
-    As `np.unique(local).tolist()`, by marking a table of `count` + 1 slots (-1 marks the last)
-    instead of sorting or hashing the column.
+    The values are ids below `count`, or -1 for none. As
+    `np.unique(np.concatenate(local)).tolist()`, by marking a table of `count` + 1 slots (-1
+    marks the last) instead of joining, sorting or hashing the columns.
     """
     seen = np.zeros(count + 1, dtype=np.bool_)
-    seen[local] = True
+    for column in local:
+        seen[column] = True
     found: list[int] = np.flatnonzero(seen[:-1]).tolist()
     return [-1, *found] if seen[-1] else found
 
@@ -154,14 +156,14 @@ class _PieceOps(NamedTuple):
     """The shape arguments of one piece's rows that have them, before ids are made global."""
 
     row: I64  # row in the piece, ascending
-    ids: I32  # (n, 4): dims, types, strides, concrete as indexes into `values`; NO_ID absent
+    ids: I32  # (4, n): dims, types, strides, concrete as indexes into `values`; NO_ID absent
     seq: I64
     fwd: I64
     values: list[bytes]  # the piece's own interned raw texts
 
     def take(self, keep: npt.NDArray[np.bool_]) -> _PieceOps:
         return _PieceOps(
-            self.row[keep], self.ids[keep], self.seq[keep], self.fwd[keep], self.values
+            self.row[keep], self.ids[:, keep], self.seq[keep], self.fwd[keep], self.values
         )
 
 
@@ -217,11 +219,11 @@ def _piece_ops(args: list[_Args]) -> _PieceOps | None:
     ]
     values = list(ids_of)[1:]  # in id order, past the empty text
     is_list = np.array([v[:1] == b"[" for v in values] + [False], dtype=np.bool_)
-    ids = np.array(flat, dtype=np.int32).reshape(-1, 4)
+    ids = np.array(flat, dtype=np.int32).reshape(-1, 4).T.copy()
     ids[~is_list[ids]] = NO_ID  # NO_ID indexes the last slot: False
     seq = _int64_array([a.sequence for a in chosen])
     fwd = _int64_array([a.fwd_tid for a in chosen])
-    keep = (ids >= 0).any(axis=1) | (seq != NO_ID) | (fwd != NO_ID)
+    keep = (ids >= 0).any(axis=0) | (seq != NO_ID) | (fwd != NO_ID)
     if not keep.any():
         return None
     rows = np.array(marked, dtype=np.int64)
@@ -265,8 +267,7 @@ class _Columns:
         # Shape arguments: the `OpArgs` columns piece by piece (value ids global), and the
         # raw texts the ids index, interned across pieces.
         self.op_parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _OP_COLUMNS}
-        self.op_values: list[bytes] = []
-        self.op_index: dict[bytes, int] = {}
+        self.op_index: dict[bytes, int] = {}  # text -> id; its keys in id order are the texts
 
     def add(
         self,
@@ -326,7 +327,8 @@ class _Columns:
         if flow.size:
             cols["correlation"][flow] = [ids[events[i].id] for i in flow.tolist()]
         cols["bad"] = bad_ts | bad_dur | (ts_ns == _MISSING)
-        self._finish(cols, meta, _piece_ops(args))
+        sync = cols["kind"] == EventKind.SYNC
+        self._finish(cols, [(r, text, bool(sync[r])) for r, text in meta], _piece_ops(args))
 
     def add_scanned(self, scanned: _fastscan.Scanned) -> None:
         """Take the columns of the C scanner (`_scan.c`), mapping its local ids to ours."""
@@ -339,12 +341,12 @@ class _Columns:
         # a piece's table holds its names and categories alike (tens of thousands of Python
         # frames' names on a with_stack trace): one list per column, set in one assignment.
         local_cat = scanned.column("cat", np.int32)
-        used = _used_ids(local_cat, len(texts))
+        used = _used_ids(len(texts), local_cat)
         cat_kind = np.zeros(len(texts) + 1, dtype=np.int8)
         cat_kind[used] = [self.kinds[texts[i] if i >= 0 else ""] for i in used]
         local_name = scanned.column("name", np.int32)
         name_map = np.full(len(texts) + 1, -1, dtype=np.int32)
-        used = _used_ids(local_name, len(texts))
+        used = _used_ids(len(texts), local_name)
         name_map[used] = [self.names[texts[i] if i >= 0 else ""] for i in used]
         flow = (phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)
         # Map only the labels kept rows use, so that both decode paths know the same labels.
@@ -353,7 +355,7 @@ class _Columns:
             labels = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
             if flow.any():
                 labels.append(scanned.column("id_label", np.int32)[flow])
-            for local in _used_ids(np.concatenate(labels), len(scanned.labels)):
+            for local in _used_ids(len(scanned.labels), *labels):
                 if local >= 0:
                     label_ids[local] = self.ids[scanned.labels[local]]
 
@@ -367,30 +369,50 @@ class _Columns:
         correlation = scanned.column("correlation", np.int64)
         if flow.any():
             correlation = np.where(flow, ident("id"), correlation)
-        cols: dict[str, npt.NDArray[Any]] = {
-            "kind": cat_kind[local_cat],
-            "phase": phase,
-            "ts_ns": scanned.column("ts", np.int64),
-            "dur_ns": scanned.column("dur", np.int64).copy(),
-            "name_id": name_map[local_name],
-            "pid": ident("pid"),
-            "tid": ident("tid"),
-            "correlation": correlation,
-            "external_id": scanned.column("ext", np.int64),
-            "external_id_lower": scanned.column("ext_lower", np.int64),
-            "bad": scanned.column("has_ts", np.int8) == 0,
-        }
-        for key in ("device", "stream", "bytes", "alloc_bytes", "total_allocated",
-                    "total_reserved", "device_id", "device_type"):  # fmt: skip
-            cols[key] = scanned.column(key, np.int64)
-        meta_rows = scanned.column("meta_row", np.int64).tolist()
+        pid, tid = ident("pid"), ident("tid")
+        meta_rows = scanned.column("meta_row", np.int64)
+        sync = cat_kind[local_cat[meta_rows]] == EventKind.SYNC  # the category's kind
+        meta = list(zip(meta_rows.tolist(), scanned.meta_args, sync.tolist(), strict=True))
         op_row = scanned.column("op_row", np.int64)
         ops = None
         if op_row.shape[0]:
-            ids = np.stack([scanned.column(k, np.int32) for k in _OP_ID_COLUMNS], axis=1)
+            ids = np.stack([scanned.column(k, np.int32) for k in _OP_ID_COLUMNS])
             seq, fwd = scanned.column("op_seq", np.int64), scanned.column("op_fwd", np.int64)
             ops = _PieceOps(op_row, ids, seq, fwd, scanned.op_values)
-        self._finish(cols, list(zip(meta_rows, scanned.meta_args, strict=True)), ops)
+        derived = None
+        if _fastscan.DERIVE_AVAILABLE:
+            # One pass in C over the piece's own columns (written over): kinds, name ids,
+            # devices, streams and the rest that `_derive` finds with numpy.
+            derived = _fastscan.derive(
+                scanned, cat_kind, name_map, pid, tid, _GPU_SIDE_KINDS, _DERIVE_CONSTANTS
+            )
+        if derived is None:
+            kind, name_id = cat_kind[local_cat], name_map[local_name]
+        else:
+            kind, name_id = derived.kind, scanned.column("name", np.int32)
+        cols: dict[str, npt.NDArray[Any]] = {
+            "kind": kind,
+            "phase": phase,
+            "ts_ns": scanned.column("ts", np.int64),
+            "dur_ns": scanned.column("dur", np.int64),
+            "name_id": name_id,
+            "pid": pid,
+            "tid": tid,
+            "correlation": correlation,
+            "external_id": scanned.column("ext", np.int64),
+        }
+        for key in ("device", "stream", "bytes", "total_allocated", "total_reserved"):
+            cols[key] = scanned.column(key, np.int64)
+        if derived is None or derived.bad:
+            cols["bad"] = scanned.column("has_ts", np.int8) == 0
+        if derived is None:
+            cols["dur_ns"] = cols["dur_ns"].copy()  # written over by `_derive`
+            cols["external_id_lower"] = scanned.column("ext_lower", np.int64)
+            for key in ("alloc_bytes", "device_id", "device_type"):
+                cols[key] = scanned.column(key, np.int64)
+        else:
+            self._note_negative(derived.negative, derived.first_negative, cols)
+        self._finish(cols, meta, ops, derived is not None)
 
     def add_lenient(self, raw_events: list[_RawEvent]) -> None:
         """Convert events whose fields have unexpected types, one at a time."""
@@ -414,23 +436,28 @@ class _Columns:
     def _finish(
         self,
         c: dict[str, npt.NDArray[Any]],
-        meta: list[tuple[int, bytes]],
+        meta: list[tuple[int, bytes, bool]],
         ops: _PieceOps | None = None,
+        derived: bool = False,
     ) -> None:
         """Shared last step of both decode paths: derive, validate and store one piece.
 
-        `meta` lists (row in the piece, args text) of the rows whose args have a
-        `"Collective name"` key; `ops` holds the shape arguments of the piece's rows.
+        `meta` lists (row in the piece, args text, whether the row's category is a sync's) of
+        the rows whose args have a `"Collective name"` key or name the record a sync waited
+        on; `ops` holds the shape arguments of the piece's rows. `derived`: the columns are
+        derived already (`_fastscan.derive`, which noted the negative lengths), and a `"bad"`
+        column is given only where the piece has bad times.
         """
         phase = c["phase"]
-        bad = c.pop("bad")
-        # An end past int64 nanoseconds (ts + dur beyond some 292 years) is no valid time:
-        # row by row only where the largest start and the largest length could reach it.
-        ts_ns, dur_ns = c["ts_ns"], c["dur_ns"]
-        if ts_ns.shape[0] and int(ts_ns.max()) + max(int(dur_ns.max()), 0) > _INT64_MAX:
-            bad |= ts_ns > np.subtract(_INT64_MAX, np.maximum(dur_ns, 0))
-        bad &= phase == FlowPhase.COMPLETE  # a flow arrow needs no time
-        if bad.any():
+        bad = c.pop("bad", None)
+        if bad is not None:
+            # An end past int64 nanoseconds (ts + dur beyond some 292 years) is no valid
+            # time: row by row only where the largest start and length could reach it.
+            ts_ns, dur_ns = c["ts_ns"], c["dur_ns"]
+            if ts_ns.shape[0] and int(ts_ns.max()) + max(int(dur_ns.max()), 0) > _INT64_MAX:
+                bad |= ts_ns > np.subtract(_INT64_MAX, np.maximum(dur_ns, 0))
+            bad &= phase == FlowPhase.COMPLETE  # a flow arrow needs no time
+        if bad is not None and bad.any():
             self.bad_time += int(bad.sum())
             keep = ~bad
             c = {k: v[keep] for k, v in c.items()}
@@ -438,29 +465,39 @@ class _Columns:
             new_row = np.cumsum(keep) - 1
             if meta:
                 new_rows = new_row.tolist()
-                meta = [(new_rows[r], a) for r, a in meta if keep[r]]
+                meta = [(new_rows[r], a, sync) for r, a, sync in meta if keep[r]]
             if ops is not None:
                 ops = ops.take(keep[ops.row])
                 ops = ops._replace(row=new_row[ops.row])
-        sync = c["kind"] == EventKind.SYNC
-        for r, text in meta:
+        for r, text, sync in meta:
             values = _comm_values(text)
             if values is not None:
                 self.meta_rows.append(self.rows + r)
                 self.meta_values.append(values)
-            elif sync[r] and (wait := _wait_values(text)) is not None:
+            elif sync and (wait := _wait_values(text)) is not None:
                 self.waits.append((self.rows + r, *wait))
         if ops is not None and ops.row.shape[0]:
             self._add_ops(ops)
-        kind, dur_ns, name_id, ts_ns = c["kind"], c["dur_ns"], c["name_id"], c["ts_ns"]
+        if not derived:
+            c = self._derive(c)
+        for key, part in self.parts.items():
+            part.append(c[key])
+        for key, sparse in self.sparse.items():
+            sparse.append(c[key])
+        self.rows += int(phase.shape[0])
+
+    def _derive(self, c: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+        """The columns of a piece from the fields as read (what `_fastscan.derive` does in C).
+
+        Notes the piece's negative lengths; `dur_ns` is written over.
+        """
+        phase = c["phase"]
+        kind, dur_ns = c["kind"], c["dur_ns"]
         kind[(phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)] = EventKind.FLOW
         memory = phase == FlowPhase.INSTANT
         kind[memory] = EventKind.MEMORY
         negative = np.flatnonzero(dur_ns < 0)
-        if negative.size:
-            first = int(negative[0])
-            self.negative.append((self._name(int(name_id[first])), int(ts_ns[first])))
-            self.negative.extend([("", 0)] * (negative.size - 1))
+        self._note_negative(negative.size, int(negative[0]) if negative.size else -1, c)
         dur_ns[phase != FlowPhase.COMPLETE] = 0
         gpu_side = _GPU_SIDE_KINDS[kind.view(np.uint8)]
         device, stream = c["device"], c["stream"]
@@ -471,11 +508,14 @@ class _Columns:
         ext = c["external_id"]
         c["external_id"] = np.where(ext != NO_ID, ext, c["external_id_lower"])
         c["bytes"] = np.where(memory, c["alloc_bytes"], c["bytes"])
-        for key, part in self.parts.items():
-            part.append(c[key])
-        for key, sparse in self.sparse.items():
-            sparse.append(c[key])
-        self.rows += int(phase.shape[0])
+        return c
+
+    def _note_negative(self, count: int, first: int, c: dict[str, npt.NDArray[Any]]) -> None:
+        """Note a piece's `count` rows of negative length, the first of them at row `first`."""
+        if count:
+            name_id, ts_ns = c["name_id"], c["ts_ns"]
+            self.negative.append((self._name(int(name_id[first])), int(ts_ns[first])))
+            self.negative.extend([("", 0)] * (count - 1))
 
     def _add_ops(self, ops: _PieceOps) -> None:
         """Store one piece's shape arguments, its value ids made global.
@@ -486,20 +526,16 @@ class _Columns:
         """
         # -1 (absent) indexes the last slot of `lut`, which stays NO_ID
         lut = np.full(len(ops.values) + 1, NO_ID, dtype=np.int32)
-        index, values = self.op_index, self.op_values
-        for local in _used_ids(ops.ids, len(ops.values)):
-            if local < 0:
-                continue
-            text = ops.values[local]
-            value_id = index.get(text)
-            if value_id is None:
-                value_id = index[text] = len(values)
-                values.append(text)
-            lut[local] = value_id
+        used = _used_ids(len(ops.values), ops.ids)
+        if used and used[0] < 0:
+            del used[0]
+        # A text's id is its place in the order of first sight: new texts take the next ids.
+        index, texts = self.op_index, ops.values
+        lut[used] = [index.setdefault(texts[local], len(index)) for local in used]
         parts = self.op_parts
         parts["row"].append(ops.row + self.rows)
         for j, key in enumerate(("dims", "types", "strides", "concrete")):
-            parts[key].append(lut[ops.ids[:, j]])
+            parts[key].append(lut[ops.ids[j]])
         parts["sequence"].append(ops.seq)
         parts["fwd_tid"].append(ops.fwd)
 
@@ -659,6 +695,12 @@ _INT32 = np.iinfo(np.int32)
 # row instead of np.isin's sort.
 _GPU_SIDE_KINDS = np.zeros(256, dtype=np.bool_)
 _GPU_SIDE_KINDS[np.asarray(_GPU_SIDE, dtype=np.int8).view(np.uint8)] = True
+# The values `_fastscan.derive` needs: complete and instant phases, flow and memory kinds, the
+# device type of a GPU's memory.
+_DERIVE_CONSTANTS = (
+    int(FlowPhase.COMPLETE), int(FlowPhase.INSTANT), int(EventKind.FLOW), int(EventKind.MEMORY),
+    _CUDA_DEVICE_TYPE,
+)  # fmt: skip
 
 
 def _fits_int32(values: npt.NDArray[Any]) -> bool:
@@ -683,7 +725,7 @@ def _op_args(columns: _Columns) -> OpArgs | None:
     for key, dtype in _OP_COLUMNS.items():
         table[key] = _narrow(_joined(parts[key], dtype))
         parts[key].clear()
-    return OpArgs(**table, values=columns.op_values)
+    return OpArgs(**table, values=list(columns.op_index))
 
 
 def _narrow(values: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -1248,6 +1248,126 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---- a piece's rows, derived in one pass ---------------------------------------------- */
+
+/* The writable memory of a Column (the caller's to overwrite: Python sees it read-only). */
+static char *column_data(PyObject *o, Py_ssize_t want, const char *what) {
+    if (!PyObject_TypeCheck(o, &ColumnType)) {
+        PyErr_Format(PyExc_TypeError, "derive: %s is not a scanned Column", what);
+        return NULL;
+    }
+    colbuf *b = (colbuf *)o;
+    if (b->len != want) {
+        PyErr_Format(PyExc_ValueError, "derive: %s holds %zd bytes, not %zd", what, b->len, want);
+        return NULL;
+    }
+    return b->data ? b->data : EMPTY_COLUMN;
+}
+
+enum { D_PHASE, D_HAS_TS, D_TS, D_PID, D_TID, D_EXT_LOWER, D_ALLOC, D_DEV_TYPE, D_DEV_ID,
+       D_KIND_LUT, D_NAME_LUT, D_GPU_SIDE, D_KIND_OUT, N_D_BUFS };
+
+/* derive(buffers, columns, constants): see the method table. */
+static PyObject *derive(PyObject *self, PyObject *args) {
+    PyObject *bufs, *cols;
+    long long complete, instant, flow_kind, memory_kind, cuda_type;
+    if (!PyArg_ParseTuple(args, "O!O!(LLLLL)", &PyTuple_Type, &bufs, &PyTuple_Type, &cols,
+                          &complete, &instant, &flow_kind, &memory_kind, &cuda_type)) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(bufs) != N_D_BUFS || PyTuple_GET_SIZE(cols) != 7) {
+        PyErr_SetString(PyExc_ValueError, "derive: wrong number of buffers or columns");
+        return NULL;
+    }
+    Py_buffer v[N_D_BUFS];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < N_D_BUFS; got++) {
+        int flags = got == D_KIND_OUT ? PyBUF_WRITABLE : PyBUF_SIMPLE;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(bufs, got), &v[got], flags) < 0) goto done;
+    }
+    Py_ssize_t n = v[D_PHASE].len; /* int8 */
+    static const unsigned char size[N_D_BUFS] = {1, 1, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 1};
+    for (int i = 0; i < N_D_BUFS; i++) {
+        if (size[i] && v[i].len != n * size[i]) {
+            PyErr_Format(PyExc_ValueError, "derive: buffer %d holds %zd bytes for %zd rows", i,
+                         v[i].len, n);
+            goto done;
+        }
+    }
+    Py_ssize_t n_kinds = v[D_KIND_LUT].len, n_names = v[D_NAME_LUT].len / 4;
+    if (n_kinds < 1 || n_names < 1 || v[D_GPU_SIDE].len != 256) {
+        PyErr_SetString(PyExc_ValueError, "derive: a lookup table of the wrong size");
+        goto done;
+    }
+    /* cat, name (-> name_id), dur, device, stream, ext (-> external_id), bytes */
+    static const char *what[7] = {"cat", "name", "dur", "device", "stream", "ext", "bytes"};
+    static const unsigned char csize[7] = {4, 4, 8, 8, 8, 8, 8};
+    char *c[7];
+    for (int i = 0; i < 7; i++) {
+        c[i] = column_data(PyTuple_GET_ITEM(cols, i), n * csize[i], what[i]);
+        if (!c[i]) goto done;
+    }
+    const int8_t *phase = v[D_PHASE].buf, *has_ts = v[D_HAS_TS].buf, *kind_lut = v[D_KIND_LUT].buf;
+    const int64_t *ts = v[D_TS].buf, *pid = v[D_PID].buf, *tid = v[D_TID].buf;
+    const int64_t *ext_lower = v[D_EXT_LOWER].buf, *alloc = v[D_ALLOC].buf;
+    const int64_t *dev_type = v[D_DEV_TYPE].buf, *dev_id = v[D_DEV_ID].buf;
+    const int32_t *name_lut = v[D_NAME_LUT].buf;
+    const unsigned char *gpu_side = v[D_GPU_SIDE].buf;
+    int8_t *kind = v[D_KIND_OUT].buf;
+    const int32_t *cat = (const int32_t *)c[0];
+    int32_t *name = (int32_t *)c[1];
+    int64_t *dur = (int64_t *)c[2], *device = (int64_t *)c[3], *stream = (int64_t *)c[4];
+    int64_t *ext = (int64_t *)c[5], *bytes = (int64_t *)c[6];
+    Py_ssize_t bad = 0, negative = 0, first_negative = -1, out_of_range = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t ci = cat[i] < 0 ? n_kinds + cat[i] : cat[i];
+        Py_ssize_t ni = name[i] < 0 ? n_names + name[i] : name[i];
+        if (ci < 0 || ci >= n_kinds || ni < 0 || ni >= n_names) {
+            out_of_range = i;
+            break;
+        }
+        int8_t k = kind_lut[ci];
+        name[i] = name_lut[ni];
+        int64_t d = dur[i];
+        int is_complete = phase[i] == complete, is_memory = phase[i] == instant;
+        /* A complete event needs a start, and an end within int64 nanoseconds. */
+        int is_bad = is_complete && (!has_ts[i] || ts[i] > INT64_MAX - (d > 0 ? d : 0));
+        bad += is_bad;
+        if (d < 0 && !is_bad) {
+            if (negative++ == 0) first_negative = i;
+        }
+        if (!is_complete) {
+            dur[i] = 0;
+            k = (int8_t)(is_memory ? memory_kind : flow_kind);
+        }
+        kind[i] = k;
+        if (gpu_side[(uint8_t)k]) {
+            if (device[i] == NO_ID) device[i] = pid[i];
+            if (stream[i] == NO_ID) stream[i] = tid[i];
+        } else {
+            device[i] = NO_ID;
+            stream[i] = NO_ID;
+        }
+        if (is_memory) {
+            if (dev_type[i] == cuda_type) device[i] = dev_id[i];
+            bytes[i] = alloc[i];
+        }
+        if (ext[i] == NO_ID) ext[i] = ext_lower[i];
+    }
+    Py_END_ALLOW_THREADS
+    if (out_of_range >= 0) {
+        PyErr_Format(PyExc_ValueError, "derive: row %zd has a string id beyond its table",
+                     out_of_range);
+        goto done;
+    }
+    result = Py_BuildValue("nnn", bad, negative, first_negative);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    return result;
+}
+
 static PyObject *drop_spare(PyObject *self, PyObject *unused) {
 #ifdef COL_MAPPED
     pthread_mutex_lock(&pool_lock);
@@ -1261,6 +1381,10 @@ static PyObject *drop_spare(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"drop_spare", drop_spare, METH_NOARGS,
      "drop_spare() -> None: unmap the spare column buffers kept for the next piece's columns."},
+    {"derive", derive, METH_VARARGS,
+     "derive(buffers, columns, constants) -> (bad, negative, first_negative): a piece's kinds, "
+     "name ids, lengths, devices, streams, op ids and byte counts in one pass (see "
+     "_fastscan.derive)."},
     {"scan", scan, METH_O,
      "scan(buffer) -> tuple | None: typed columns of a JSON array of trace events, or None "
      "when the text needs the complete decoder."},
