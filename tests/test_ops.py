@@ -6,12 +6,16 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+import badput.analysis.ops as ops_module
 from badput.analysis.device import analyze_trace
 from badput.analysis.ops import NO_MODULE, STAGES, ModelAnalysis, OpRow
+from badput.analysis.tree import LaunchTree, launch_tree
 from badput.estimate.hardware import lookup_gpu
 from badput.trace import load_trace
+from badput.trace.model import Trace
 from conftest import SHARED_TRACES
 from synth import H100, US, TraceBuilder, run_cli
 
@@ -100,6 +104,35 @@ def test_gpu_time_goes_to_the_outermost_modelled_op_composites_last(tmp_path: Pa
     assert nz.flops is None and nz.reason == "unknown op" and nz.kernels == ["nonzero_kernel"]
     assert m.unmodelled == {"unknown op": 5 * US}
     assert m.attributed_ns == (10 + 40 + 5) * US and m.unattributed_ns == 0
+
+
+def test_perf_ops_found_once_per_tree_for_any_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b = TraceBuilder()
+    _mm(b, 0, 64, 128, 256, (100, 110))
+    b.cpu_op("aten::index", 400, 450)
+    b.cpu_op("aten::nonzero", 410, 440)
+    b.launch("nonzero_kernel", cpu=(420, 425), gpu=(450, 455))
+    b.device_properties([0])
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    tree = launch_tree(trace)
+    calls: list[int] = []
+    real = ops_module._perf_ops_of_all
+
+    def spy(t: Trace, tr: LaunchTree) -> Any:
+        calls.append(1)
+        return real(t, tr)
+
+    monkeypatch.setattr(ops_module, "_perf_ops_of_all", spy)
+    every = ops_module.perf_ops(trace, tree, np.arange(len(tree)))
+    names = [trace.names[int(trace.name_id[r])] for r in every.tolist()]
+    assert names == ["aten::mm", "aten::nonzero"]
+    assert ops_module.perf_ops(trace, tree, np.array([1])).tolist() == [every[1]]
+    assert len(calls) == 1  # the second ask is served from the first
+    again = load_trace(str(tmp_path / "t.json"))  # another trace: found anew
+    assert ops_module.perf_ops(again, tree, np.array([0, 1])).tolist() == every.tolist()
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("seed", [None, 0, 1, 2, 3])

@@ -28,6 +28,7 @@ See `docs/ops.md` for every formula and limit.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -311,8 +312,24 @@ def perf_ops(trace: Trace, tree: LaunchTree, entries: npt.NDArray[np.intp]) -> I
     """Per tree entry of `entries`, the Trace row of the op its GPU time belongs to, or `NO_ID`.
 
     The outermost modelled op around the launch call, composite ops only when nothing
-    modelled lies inside them, else the innermost op (see the module docstring).
+    modelled lies inside them, else the innermost op (see the module docstring). Found once
+    per tree for all its entries (the op table and the precision findings both ask).
     """
+    found = _PERF_OPS.get(tree)
+    if found is None or found[0]() is not trace:
+        found = (weakref.ref(trace), _perf_ops_of_all(trace, tree))
+        _PERF_OPS[tree] = found
+    return found[1][entries]
+
+
+# Per launch tree, (its trace, `perf_ops` of every entry); dropped with the tree.
+_PERF_OPS: weakref.WeakKeyDictionary[LaunchTree, tuple[weakref.ref[Trace], I64]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _perf_ops_of_all(trace: Trace, tree: LaunchTree) -> I64:
+    """`perf_ops` of every entry of the tree."""
     host_row, parent = tree.host_row, tree.host_parent
     # Per name: 1 a modelled op, 2 a modelled composite, 0 neither (one gather per node).
     modelled = trace.name_mask(is_modelled_op)
@@ -321,12 +338,12 @@ def perf_ops(trace: Trace, tree: LaunchTree, entries: npt.NDArray[np.intp]) -> I
     code = of_name[trace.name_id[host_row]]
     code[trace.kind[host_row] != EventKind.CPU_OP] = 0
     direct, wrapper = code == 1, code == 2
-    calls, which = distinct(tree.launch_node[entries], host_row.shape[0])
+    calls, which = distinct(tree.launch_node, host_row.shape[0])
     start = take(parent, calls)
     _, last = walk_up(parent, start, [direct, wrapper])
     node = np.where(last[0] >= 0, last[0], last[1])[which]
     row = take(host_row, node)
-    return np.where(row >= 0, row, tree.inner_op[entries])
+    return np.where(row >= 0, row, tree.inner_op)
 
 
 # ---- the analysis -----------------------------------------------------------------------------
