@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from badput.analysis._nesting import walk_up
+from badput.analysis._nesting import distinct, walk_up
 from badput.analysis.opmodel.attention import ATTENTION_OPS
 from badput.analysis.opmodel.conv import CONV_OPS
 from badput.analysis.opmodel.gemm import GEMM_OPS
@@ -243,8 +243,7 @@ def classify_kernels(
     if n == 0:
         return KernelClasses(rows, category, kind, source, detail, meta_of, details.texts)
     name_id = trace.name_id[rows].astype(np.int64)
-    uniq, inv = np.unique(name_id, return_inverse=True)
-    inv = inv.ravel()
+    uniq, inv = distinct(name_id, len(trace.names))
 
     # 4. Names (the fallback, filled first, overwritten by stronger evidence below).
     by_name = [classify_name(trace.names[int(u)]) for u in uniq.tolist()]

@@ -73,9 +73,11 @@ def data_loading(ctx: DeviceContext) -> Finding | None:
         return None
     savings = ctx.per_step(idle)
     t = ctx.trace
-    # The ops' names, not their rows: millions of rows, not to be held through the what-if.
-    op_names = np.unique(t.name_id[ctx.rows(EventKind.CPU_OP, EventKind.ANNOTATION)])
-    single = any("_SingleProcessDataLoaderIter" in t.names[int(i)] for i in op_names)
+    # The names first (most traces have none such): rows only where one has it.
+    named = t.name_mask(lambda n: "_SingleProcessDataLoaderIter" in n)
+    single = bool(named.any()) and bool(
+        named[t.name_id[ctx.rows(EventKind.CPU_OP, EventKind.ANNOTATION)]].any()
+    )
     w0 = ctx.analysis.window_start_ns
     loader_time = tl.host_dataloader.clip(w0, w0 + ctx.analysis.window_ns).total_ns()
     fix = list(RULES["data-loading"].fix)
