@@ -340,6 +340,33 @@ def test_per_step_lengths(tmp_path: Path) -> None:
     assert cp.length_ns == 200 * US
 
 
+def test_a_steps_path_leaves_out_the_work_of_another_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Step 1 [0, 100) launches a 300 us kernel [5, 305); step 2 [100, 420) waits for it
+    # (cudaDeviceSynchronize [102, 310)), runs an op [310, 320) and launches a 5 us kernel
+    # [325, 330). The sync edge joins the steps: the window's path runs through the long
+    # kernel (5 + 300 + 0 + 10 + 5 + 5 = 325 us). Step 2's own path has no edge from step 1's
+    # kernel, and the call's wait weighs nothing: the op, the delay and its kernel, 20 us.
+    b = new_trace()
+    b.profiler_step(1, 0, 100)
+    b.launch(GEMM, cpu=(0, 1), gpu=(5, 305))
+    b.profiler_step(2, 100, 420)
+    sync = b.runtime("cudaDeviceSynchronize", 102, 310)
+    sync_row(b, "Context Sync", 303, 310, sync)
+    b.cpu_op("aten::mul", 310, 320)
+    b.launch(GEMM, cpu=(320, 321), gpu=(325, 330))
+    path = b.write(tmp_path / "t.json")
+    got = []
+    for numpy_only in (False, True):
+        if numpy_only:
+            monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+        _, cp = path_of(path)
+        got.append(cp.steps)
+    assert cp.length_ns == 325 * US
+    assert got[0] == got[1] == [("ProfilerStep#1", 305 * US), ("ProfilerStep#2", 20 * US)]
+
+
 # ---- HTA's reference traces -----------------------------------------------------------------
 
 
@@ -619,6 +646,17 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
             np.testing.assert_array_equal(a, b, err_msg=f.name)
         else:
             assert a == b, f.name
+    # Each step's own path: one C pass (owner_lengths) against numpy's masks and reduction.
+    tree = launch_tree(trace)
+    steps = []
+    for numpy_only in (False, True):
+        if numpy_only:
+            monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+        else:
+            monkeypatch.delenv("BADPUT_NO_C_PATHS", raising=False)
+        steps.append(cp._step_lengths(trace, tree, fast, analysis))
+    assert steps[0] == steps[1]
+    assert all(n > 0 for _, n in steps[0]) and len(steps[0]) == len(analysis.steps)
     # The time spans cover before each host node (a what-if's host change): the C walk of
     # each thread's spans against numpy's search, for the annotations and for every op.
     for kinds in ((EventKind.ANNOTATION, EventKind.PYTHON), (EventKind.CPU_OP,)):

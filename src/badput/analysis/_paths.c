@@ -76,6 +76,86 @@ static int get_all(PyObject **o, buf *bs, int n, const Py_ssize_t *size, int fir
     return 0;
 }
 
+/* The graph one longest-path pass reads. Edges count where their mask says so, or, with
+ * `owner` (per event, int32, of the node's event `event`), where both ends' events have one
+ * owner, not -1 (and a chain edge has a type, not NO_EDGE_TYPE): then `owner_max[o]` takes
+ * the largest distance of o's nodes. */
+typedef struct {
+    Py_ssize_t n, n_lead, m;
+    const int32_t *pred;
+    const int64_t *wchain, *lead_nodes, *lead, *src, *dst, *w;
+    const uint8_t *chain_ok, *edge_ok, *wait;
+    const int32_t *owner, *event;
+    const int8_t *chain_type;
+    Py_ssize_t n_events, n_owners;
+    int64_t *dist, *best, *owner_max;
+} pass_args;
+
+#define NO_EDGE_TYPE (-1)
+
+static inline int32_t owner_of(const pass_args *a, Py_ssize_t v) {
+    return a->owner[a->event[v]];
+}
+
+/* The pass; NULL, or what was wrong with the graph. */
+static const char *longest_pass(const pass_args *a) {
+    const Py_ssize_t n = a->n, n_lead = a->n_lead, m = a->m;
+    const int32_t *pred = a->pred;
+    const int64_t *wchain = a->wchain, *lead_nodes = a->lead_nodes, *lead = a->lead,
+                  *src = a->src, *dst = a->dst, *w = a->w;
+    const uint8_t *wait = a->wait;
+    int64_t *dist = a->dist, *best = a->best;
+    const int by_owner = a->owner != NULL;
+    Py_ssize_t k = 0; /* next lead node */
+    Py_ssize_t e = 0;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        int64_t val = -1, b = -1;
+        if (k < n_lead && lead_nodes[k] < v) return "longest: lead nodes are not ascending";
+        if (k < n_lead && lead_nodes[k] == v) {
+            if (lead[k] > 0) val = lead[k];
+            k++;
+        }
+        int32_t own = -1;
+        if (by_owner) {
+            if (a->event[v] < 0 || a->event[v] >= a->n_events) return "longest: a bad event";
+            own = owner_of(a, v);
+            if (own >= a->n_owners) return "longest: an owner beyond the owners";
+        }
+        int64_t p = pred[v];
+        int chain = by_owner ? p >= 0 && own >= 0 && a->chain_type[v] != NO_EDGE_TYPE
+                             : a->chain_ok[v] && p >= 0;
+        if (chain) {
+            if (p >= v) return "longest: a chain edge runs against the node order";
+            if (!by_owner || owner_of(a, p) == own) {
+                val = dist[p] + wchain[v];
+                b = -2;
+            }
+        }
+        int64_t cm = -1, ce = -1;
+        for (; e < m && dst[e] <= v; e++) {
+            if (dst[e] < v) return "longest: cross edges are not sorted by destination";
+            if (by_owner ? own < 0 : !a->edge_ok[e]) continue;
+            int64_t s = src[e];
+            if (s < 0 || s >= v) return "longest: a cross edge runs against the node order";
+            if (by_owner && owner_of(a, s) != own) continue;
+            int64_t cand = dist[s] + w[e];
+            if (ce < 0 || cand > cm) {
+                cm = cand;
+                ce = e;
+            }
+        }
+        if (ce >= 0 && (cm > val || (wait[ce] && cm == val))) {
+            val = cm;
+            b = ce;
+        }
+        dist[v] = val < 0 ? 0 : val;
+        if (best) best[v] = b;
+        if (by_owner && own >= 0 && dist[v] > a->owner_max[own]) a->owner_max[own] = dist[v];
+    }
+    if (e < m) return "longest: a cross edge ends past the last node";
+    return NULL;
+}
+
 /* longest(pred, wchain, chain_ok, lead_nodes, lead_ns, src, dst, w, edge_ok, wait,
  *         dist_out, best_out) -> None
  *
@@ -102,61 +182,50 @@ static PyObject *longest(PyObject *self, PyObject *args) {
         bs[7].b.len / 8 != m || bs[8].b.len != m || bs[9].b.len != m) {
         return refuse(bs, N_ARGS, "longest: arrays of mismatched lengths");
     }
-    const int32_t *pred = bs[0].b.buf;
-    const int64_t *wchain = bs[1].b.buf, *lead_nodes = bs[3].b.buf, *lead = bs[4].b.buf,
-                  *src = bs[5].b.buf, *dst = bs[6].b.buf, *w = bs[7].b.buf;
-    const uint8_t *chain_ok = bs[2].b.buf, *edge_ok = bs[8].b.buf, *wait = bs[9].b.buf;
-    int64_t *dist = bs[10].b.buf, *best = want_best ? bs[11].b.buf : NULL;
-    Py_ssize_t k = 0; /* next lead node */
-    const char *bad = NULL;
-    Py_ssize_t e = 0;
-    for (Py_ssize_t v = 0; v < n && !bad; v++) {
-        int64_t val = -1, b = -1;
-        if (k < n_lead && lead_nodes[k] < v) {
-            bad = "longest: lead nodes are not ascending";
-            break;
-        }
-        if (k < n_lead && lead_nodes[k] == v) {
-            if (lead[k] > 0) val = lead[k];
-            k++;
-        }
-        int64_t p = pred[v];
-        if (chain_ok[v] && p >= 0) {
-            if (p >= v) {
-                bad = "longest: a chain edge runs against the node order";
-                break;
-            }
-            val = dist[p] + wchain[v];
-            b = -2;
-        }
-        int64_t cm = -1, ce = -1;
-        for (; e < m && dst[e] <= v; e++) {
-            if (dst[e] < v) {
-                bad = "longest: cross edges are not sorted by destination";
-                break;
-            }
-            if (!edge_ok[e]) continue;
-            int64_t s = src[e];
-            if (s < 0 || s >= v) {
-                bad = "longest: a cross edge runs against the node order";
-                break;
-            }
-            int64_t cand = dist[s] + w[e];
-            if (ce < 0 || cand > cm) {
-                cm = cand;
-                ce = e;
-            }
-        }
-        if (ce >= 0 && (cm > val || (wait[ce] && cm == val))) {
-            val = cm;
-            b = ce;
-        }
-        dist[v] = val < 0 ? 0 : val;
-        if (best) best[v] = b;
-    }
-    if (!bad && e < m) bad = "longest: a cross edge ends past the last node";
+    pass_args a = {n, n_lead, m, bs[0].b.buf, bs[1].b.buf, bs[3].b.buf, bs[4].b.buf,
+                   bs[5].b.buf, bs[6].b.buf, bs[7].b.buf, bs[2].b.buf, bs[8].b.buf, bs[9].b.buf,
+                   NULL, NULL, NULL, 0, 0, bs[10].b.buf, want_best ? bs[11].b.buf : NULL, NULL};
+    const char *bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = longest_pass(&a);
+    Py_END_ALLOW_THREADS
     return finish(bs, N_ARGS, bad);
 }
+#undef N_ARGS
+
+/* owner_lengths(pred, wchain, chain_type, lead_nodes, lead_ns, src, dst, w, wait, event,
+ *               owner, dist_out, max_out) -> None
+ *
+ * `longest` over the edges whose two ends' events (`event`, int32 per node) have one owner
+ * (`owner`, int32 per event; -1: none), chain edges of a type (chain_type int8, not -1):
+ * each owner's own graph, in one pass. max_out[o] (int64, zeroed by the caller): the longest
+ * of o's paths. */
+#define N_ARGS 13
+static PyObject *owner_lengths(PyObject *self, PyObject *args) {
+    PyObject *o[N_ARGS];
+    buf bs[N_ARGS] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12]))
+        return NULL;
+    static const Py_ssize_t size[N_ARGS] = {4, 8, 1, 8, 8, 8, 8, 8, 1, 4, 4, 8, 8};
+    if (get_all(o, bs, N_ARGS, size, 11) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 4, n_lead = bs[3].b.len / 8, m = bs[5].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[2].b.len != n || bs[4].b.len / 8 != n_lead ||
+        bs[6].b.len / 8 != m || bs[7].b.len / 8 != m || bs[8].b.len != m ||
+        bs[9].b.len / 4 != n || bs[11].b.len / 8 != n) {
+        return refuse(bs, N_ARGS, "owner_lengths: arrays of mismatched lengths");
+    }
+    pass_args a = {n, n_lead, m, bs[0].b.buf, bs[1].b.buf, bs[3].b.buf, bs[4].b.buf,
+                   bs[5].b.buf, bs[6].b.buf, bs[7].b.buf, NULL, NULL, bs[8].b.buf,
+                   bs[10].b.buf, bs[9].b.buf, bs[2].b.buf, bs[10].b.len / 4,
+                   bs[12].b.len / 8, bs[11].b.buf, NULL, bs[12].b.buf};
+    const char *bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = longest_pass(&a);
+    Py_END_ALLOW_THREADS
+    return finish(bs, N_ARGS, bad);
+}
+#undef N_ARGS
 
 /* backtrack(best, pred, src, end, nodes_out) -> count (pred int32, the rest int64)
  *
@@ -740,6 +809,7 @@ static PyObject *event_keys(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
+    {"owner_lengths", owner_lengths, METH_VARARGS, "Longest path of each owner's own graph."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
     {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},

@@ -976,6 +976,25 @@ def _top_modules(tree: LaunchTree, module: Ints, weight: I64) -> list[tuple[str,
     return sorted(pairs, key=lambda p: (-p[1], p[0]))
 
 
+def _owner_lengths(g: DependencyGraph, owner: npt.NDArray[np.int32], length: I64) -> None:
+    """`length[o]`: the longest path of owner o's own graph (`_paths.c` owner_lengths).
+
+    Its nodes are those whose event `owner` gives to o; its edges those between two of them.
+    """
+    node_owner = owner[g.node_event]
+    chain_ok = node_owner[np.maximum(g.chain_pred, 0)] == node_owner
+    chain_ok &= (g.chain_type != NO_EDGE) & (node_owner >= 0)
+    edge_ok = (node_owner[g.edge_src] == node_owner[g.edge_dst]) & (node_owner[g.edge_dst] >= 0)
+    dist = _lengths(g, chain_ok, edge_ok)
+    # Max per owner: nodes come in time order, so owners come in runs; one max per run.
+    cut = np.flatnonzero(np.diff(node_owner)) + 1
+    first = np.concatenate([np.zeros(1, dtype=np.int64), cut])
+    run_max = np.maximum.reduceat(dist, first)
+    run_owner = node_owner[first]
+    has = run_owner >= 0
+    np.maximum.at(length, run_owner[has], run_max[has])
+
+
 def _step_lengths(
     trace: Trace, tree: LaunchTree, g: DependencyGraph, analysis: DeviceAnalysis
 ) -> list[tuple[str, int]]:
@@ -1004,20 +1023,25 @@ def _step_lengths(
     # int32: a step index per node (millions of nodes, thousands of steps).
     owner = np.where((k >= 0) & (at_ns < end[np.maximum(k, 0)]), k, NO_ID).astype(np.int32)
     del at_ns, k
-    node_owner = owner[g.node_event]
-    del owner
-    chain_ok = node_owner[np.maximum(g.chain_pred, 0)] == node_owner
-    chain_ok &= (g.chain_type != NO_EDGE) & (node_owner >= 0)
-    edge_ok = (node_owner[g.edge_src] == node_owner[g.edge_dst]) & (node_owner[g.edge_dst] >= 0)
-    dist = _lengths(g, chain_ok, edge_ok)
     length = np.zeros(len(steps), dtype=np.int64)
-    # Max per owner: nodes come in time order, so owners come in runs; one max per run.
-    cut = np.flatnonzero(np.diff(node_owner)) + 1
-    first = np.concatenate([np.zeros(1, dtype=np.int64), cut])
-    run_max = np.maximum.reduceat(dist, first)
-    run_owner = node_owner[first]
-    has = run_owner >= 0
-    np.maximum.at(length, run_owner[has], run_max[has])
+    if _use_c():  # each step's own graph in one pass, no node-sized masks
+        c_paths().owner_lengths(
+            np.ascontiguousarray(g.chain_pred, dtype=np.int32),
+            np.ascontiguousarray(g.chain_weight_ns, dtype=np.int64),
+            np.ascontiguousarray(g.chain_type, dtype=np.int8),
+            np.ascontiguousarray(g.lead_nodes, dtype=np.int64),
+            np.ascontiguousarray(g.lead_ns, dtype=np.int64),
+            np.ascontiguousarray(g.edge_src, dtype=np.int64),
+            np.ascontiguousarray(g.edge_dst, dtype=np.int64),
+            np.ascontiguousarray(g.edge_weight_ns, dtype=np.int64),
+            flags(g.edge_type == EVENT_WAIT),
+            np.ascontiguousarray(g.node_event, dtype=np.int32),
+            owner,
+            np.empty(len(g), dtype=np.int64),
+            length,
+        )
+    else:
+        _owner_lengths(g, owner, length)
     by_input = np.empty(len(steps), dtype=np.int64)
     by_input[order] = length
     return [(s.name, int(by_input[i])) for i, s in enumerate(steps)]
