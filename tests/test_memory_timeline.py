@@ -178,3 +178,65 @@ def test_synthetic_peaks_and_decimation(tmp_path: Path, n: int) -> None:
     assert int(m.allocated_bytes.max()) == max(alloc) and int(m.reserved_bytes.max()) == max(res)
     if n <= 200:
         assert m.allocated_bytes.tolist() == alloc  # nothing dropped below the limit
+
+
+def _decimate_by_sort(
+    ts: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: int
+) -> list[int]:
+    """The decimation's rule by a sort: per bucket, the first point with each curve's most."""
+    buckets = max(1, (max_points - 2) // 2)
+    span = max(int(ts[-1] - ts[0]), 1)
+    b = np.minimum((ts - ts[0]) * buckets // span, buckets - 1)
+    keep = {0, len(ts) - 1}
+    for values in (alloc, res):
+        order = np.lexsort((-values, b))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = b[order][1:] != b[order][:-1]
+        keep.update(order[first].tolist())
+    return sorted(keep)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_decimation_keeps_each_buckets_first_highest_point(seed: int) -> None:
+    # Times in runs of equal values and few distinct totals: ties everywhere.
+    from badput.analysis.memory import _decimate
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 4000))
+    ts = np.cumsum(rng.integers(0, 3, n)).astype(np.int64)
+    alloc = rng.integers(0, 6, n).astype(np.int64)
+    res = rng.integers(0, 3, n).astype(np.int64) + alloc
+    points = int(rng.integers(4, 300))
+    got = _decimate(ts, alloc, res, points).tolist()
+    assert got == _decimate_by_sort(ts, alloc, res, points)
+    assert len(got) <= points
+
+
+def test_totals_on_different_rows_and_devices(tmp_path: Path) -> None:
+    # Events with one total only are left out; two GPUs, each in time order whatever the
+    # file's order.
+    b = TraceBuilder()
+    b.device_properties([0, 1])
+    b.kernel("k", 0, 100)
+    rows = [(40, 0, None, 3), (30, 0, 5, 9), (10, 0, 7, 8), (20, 1, 4, 6), (50, 1, 2, None)]
+    for ts, dev, alloc, res in rows:
+        e = b.instant("[memory]", ts)
+        e["args"] = {"Bytes": 1, "Device Id": dev, "Device Type": _CUDA}
+        if alloc is not None:
+            e["args"]["Total Allocated"] = alloc
+        if res is not None:
+            e["args"]["Total Reserved"] = res
+    m0, m1 = memory_timelines(load_trace(str(b.write(tmp_path / "t.json"))))
+    assert (m0.device, m0.allocated_bytes.tolist(), m0.reserved_bytes.tolist()) == (
+        0,
+        [7, 5],
+        [8, 9],
+    )
+    assert (m0.ts_ns - m0.start_ns).tolist() == [0, 20_000]  # (the builder's clock starts late)
+    assert m0.peak_reserved_ts_ns - m0.start_ns == 20_000
+    assert (m1.device, m1.events, m1.allocated_bytes.tolist(), m1.reserved_bytes.tolist()) == (
+        1,
+        1,
+        [4],
+        [6],
+    )

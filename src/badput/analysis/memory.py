@@ -570,25 +570,41 @@ def memory_timelines(trace: Trace, max_points: int = MAX_POINTS) -> list[MemoryT
     Returns:
         One timeline per GPU, by device index.
     """
-    # Rows with both totals: the sparse columns' rows in common (ascending, each unique).
-    both = np.intersect1d(
-        trace.allocated_totals.rows, trace.reserved_totals.rows, assume_unique=True
-    )
-    rows = both[(trace.kind[both] == EventKind.MEMORY) & (trace.device[both] >= 0)]
+    alloc, res = trace.allocated_totals, trace.reserved_totals
+    # Rows with both totals: the sparse columns' rows in common (ascending, each unique),
+    # and where each column holds them (most traces give every memory row both).
+    if alloc.rows.shape == res.rows.shape and np.array_equal(alloc.rows, res.rows):
+        both = alloc.rows
+        at_alloc = at_res = np.arange(both.shape[0])
+    else:
+        both = np.intersect1d(alloc.rows, res.rows, assume_unique=True)
+        at_alloc, at_res = np.searchsorted(alloc.rows, both), np.searchsorted(res.rows, both)
+    device = trace.device[both]
+    keep = (trace.kind[both] == EventKind.MEMORY) & (device >= 0)
+    rows, device, at_alloc, at_res = both[keep], device[keep], at_alloc[keep], at_res[keep]
     out = []
-    for dev in np.unique(trace.device[rows]).tolist():
-        r = rows[trace.device[rows] == dev]
-        r = r[np.argsort(trace.ts_ns[r], kind="stable")]
+    for dev in _distinct_small(device):
+        mine = np.flatnonzero(device == dev)
+        mine = mine[np.argsort(trace.ts_ns[rows[mine]], kind="stable")]
         out.append(
             _timeline(
-                int(dev),
-                trace.ts_ns[r],
-                trace.allocated_totals.at(r),
-                trace.reserved_totals.at(r),
+                dev,
+                trace.ts_ns[rows[mine]],
+                alloc.values[at_alloc[mine]].astype(np.int64, copy=False),
+                res.values[at_res[mine]].astype(np.int64, copy=False),
                 max_points,
             )
         )
     return out
+
+
+def _distinct_small(values: I64) -> list[int]:
+    """The distinct values (device indices, from 0), ascending: counted, not sorted."""
+    if values.shape[0] == 0:
+        return []
+    if int(values.max()) >= 1 << 16:  # no device index: a sort
+        return [int(v) for v in np.unique(values)]
+    return np.flatnonzero(np.bincount(values)).tolist()
 
 
 def _timeline(device: int, ts: I64, alloc: I64, res: I64, max_points: int) -> MemoryTimeline:
@@ -616,10 +632,12 @@ def _decimate(ts: I64, alloc: I64, res: I64, max_points: int) -> npt.NDArray[np.
     span = max(int(ts[-1] - ts[0]), 1)
     b = np.minimum((ts - ts[0]) * buckets // span, buckets - 1)
     keep = {0, len(ts) - 1}
+    # The times ascend, so the buckets come in runs: each run's maximum, and the first
+    # point of the run that reaches it.
+    starts = np.flatnonzero(np.append(True, b[1:] != b[:-1]))
+    run = np.repeat(np.arange(starts.shape[0]), np.diff(np.append(starts, len(ts))))
     for values in (alloc, res):
-        # Sort by (bucket, -value): the first row of each bucket holds its maximum.
-        order = np.lexsort((-values, b))
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = b[order][1:] != b[order][:-1]
-        keep.update(order[first].tolist())
+        top = np.flatnonzero(values == np.maximum.reduceat(values, starts)[run])
+        first = np.append(True, run[top][1:] != run[top][:-1])
+        keep.update(top[first].tolist())
     return np.asarray(sorted(keep), dtype=np.intp)

@@ -191,6 +191,7 @@ def outcome_of(
             `critical_paths=False`), None where it has its own; each joins its analysis here.
     """
     pending = paths if paths is not None else [None] * len(devices)
+    memory = Beside(jobs, memory_timelines, trace)  # the trace's alone: beside the rules
     findings = [diagnose_device(trace, d, jobs, p) for d, p in zip(devices, pending, strict=True)]
     devices = [
         d if p is None else dataclasses.replace(d, critical_path=p.result())
@@ -223,7 +224,7 @@ def outcome_of(
         base_time_ns=trace.base_time_ns,
         segments=segments,
         versions=dict(trace.versions),
-        memory=memory_timelines(trace),
+        memory=memory.result(),
     )
 
 
