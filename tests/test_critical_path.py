@@ -673,6 +673,9 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
             change = cp.GraphChange(host_rows=rows, host_scale=0.25)
             length = cp._what_if_in(trace, fast, cache, {}, change)
             got.append((*cp._span_time(trace, fast, rows), *cache.popitem()[1], length))
+            # Every host edge but those in the spans scales (host-overhead's what-if).
+            every = cp.GraphChange(all_host=True, keep_host_rows=rows, host_scale=0.3)
+            got[-1] += (cp._what_if_in(trace, fast, {}, {}, every),)
         for a, b in zip(*got, strict=True):  # at each node, per chain, per edge, leads, length
             np.testing.assert_array_equal(a, b)
         if kinds == (EventKind.CPU_OP,):

@@ -567,6 +567,79 @@ static PyObject *shrink(PyObject *self, PyObject *args) {
     return finish(bs, 3, bad);
 }
 
+/* edge_time(chain_type, pred, host, dependency, at) -> None
+ *
+ * What the host edges hold of a quantity given at each node (at, int64, in place): at[v]
+ * becomes at[v] - at[pred[v]] for each node v whose chain edge (chain_type int8, pred int32)
+ * is of type `host` or `dependency`; other nodes keep theirs. Nodes go last first, so every
+ * source is read before its own value changes (a source precedes its node). */
+static PyObject *edge_time(PyObject *self, PyObject *args) {
+    PyObject *o[3];
+    buf bs[3] = {{0}};
+    int host, dependency;
+    if (!PyArg_ParseTuple(args, "OOiiO", &o[0], &o[1], &host, &dependency, &o[2])) return NULL;
+    static const Py_ssize_t bsize[3] = {1, 4, 8};
+    if (get_all(o, bs, 3, bsize, 2) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len;
+    if (bs[1].b.len / 4 != n || bs[2].b.len / 8 != n) {
+        return refuse(bs, 3, "edge_time: arrays of mismatched lengths");
+    }
+    const int8_t *type = bs[0].b.buf;
+    const int32_t *pred = bs[1].b.buf;
+    int64_t *at = bs[2].b.buf;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = n - 1; v >= 0; v--) {
+        if (type[v] != host && type[v] != dependency) continue;
+        int32_t p = pred[v];
+        if (p < 0 || p >= v) {
+            bad = "edge_time: a host edge without a source before its node";
+            break;
+        }
+        at[v] -= at[p];
+    }
+    Py_END_ALLOW_THREADS
+    return finish(bs, 3, bad);
+}
+
+/* scale_host_edges(chain_type, host, dependency, inside, w, scale) -> None
+ *
+ * Each host edge's weight (nodes whose chain_type is `host` or `dependency`) but those of
+ * `inside` (int32 node indices, ascending) times `scale`, rounded half to even as numpy
+ * rounds; w int64, in place. */
+static PyObject *scale_host_edges(PyObject *self, PyObject *args) {
+    PyObject *o[3];
+    buf bs[3] = {{0}};
+    int host, dependency;
+    double scale;
+    if (!PyArg_ParseTuple(args, "OiiOOd", &o[0], &host, &dependency, &o[1], &o[2], &scale))
+        return NULL;
+    static const Py_ssize_t bsize[3] = {1, 4, 8};
+    if (get_all(o, bs, 3, bsize, 2) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len, k = bs[1].b.len / 4;
+    if (bs[2].b.len / 8 != n) {
+        return refuse(bs, 3, "scale_host_edges: arrays of mismatched lengths");
+    }
+    const int8_t *type = bs[0].b.buf;
+    const int32_t *inside = bs[1].b.buf;
+    int64_t *w = bs[2].b.buf;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t j = 0;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        while (j < k && inside[j] < v) {
+            if (j > 0 && inside[j] <= inside[j - 1]) bad = "scale_host_edges: inside not ascending";
+            j++;
+        }
+        if (bad) break;
+        if (type[v] != host && type[v] != dependency) continue;
+        if (j < k && inside[j] == v) continue;
+        w[v] = (int64_t)nearbyint((double)w[v] * scale);
+    }
+    Py_END_ALLOW_THREADS
+    return finish(bs, 3, bad);
+}
+
 /* graph_nodes(topo, t, chain, pos_out, event_out, start_out, ns_out, pred_out) -> None
  *
  * A dependency graph's node arrays from its topological order (badput.analysis._graph):
@@ -818,6 +891,8 @@ static PyMethodDef methods[] = {
     {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
     {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
     {"shrink", shrink, METH_VARARGS, "A what-if's new host edge weights, in place."},
+    {"edge_time", edge_time, METH_VARARGS, "What host edges hold of a per-node quantity."},
+    {"scale_host_edges", scale_host_edges, METH_VARARGS, "Host edge weights scaled, in place."},
     {"graph_nodes", graph_nodes, METH_VARARGS, "A graph's node arrays from its order."},
     {"chain_types", chain_types, METH_VARARGS, "Each graph node's chain edge type and weight."},
     {"span_cover", span_cover, METH_VARARGS, "Time a chain's spans cover before each host node."},

@@ -1191,11 +1191,20 @@ def _span_weights(
     # node's value. A block of nodes at a time, the last first: a source precedes its node,
     # so every source is read before its own value is overwritten (no arrays of all edges).
     mask = _host_edge_mask(g)
-    step = _SPAN_BLOCK_NODES
-    for a in range((mask.shape[0] - 1) // step * step, -1, -step):
-        v = np.flatnonzero(mask[a : a + step])
-        v += a
-        at_node[v] -= at_node[g.chain_pred[v]]
+    if _use_c():  # one pass, last node first
+        c_paths().edge_time(
+            np.ascontiguousarray(g.chain_type, dtype=np.int8),
+            np.ascontiguousarray(g.chain_pred, dtype=np.int32),
+            HOST,
+            DEPENDENCY,
+            at_node,
+        )
+    else:
+        step = _SPAN_BLOCK_NODES
+        for a in range((mask.shape[0] - 1) // step * step, -1, -step):
+            v = np.flatnonzero(mask[a : a + step])
+            v += a
+            at_node[v] -= at_node[g.chain_pred[v]]
     mask &= at_node != 0
     inside = np.flatnonzero(mask)
     del mask
@@ -1210,6 +1219,16 @@ def _scale_outside(
     As `_shrunk` with `all_host` scales an edge without time inside the spans: its whole
     weight, rounded half to even. A block of nodes at a time (no node-sized temporaries).
     """
+    if _use_c():  # one pass in place
+        c_paths().scale_host_edges(
+            np.ascontiguousarray(g.chain_type, dtype=np.int8),
+            HOST,
+            DEPENDENCY,
+            np.ascontiguousarray(inside, dtype=np.int32),
+            chain_w,
+            scale,
+        )
+        return
     mask = _host_edge_mask(g)
     mask[inside] = False
     for a in range(0, mask.shape[0], _SPAN_BLOCK_NODES):
