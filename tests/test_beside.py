@@ -269,3 +269,46 @@ def test_a_failed_analysis_leaves_no_graph_thread_waiting(monkeypatch: pytest.Mo
     for t in started:
         t.join(timeout=max(deadline - time.monotonic(), 0))
     assert not [t.name for t in started if t.is_alive()]
+
+
+def test_a_call_run_when_asked_runs_once_for_two_threads() -> None:
+    calls: list[int] = []
+    gate = threading.Event()
+
+    def slow() -> int:
+        calls.append(1)
+        gate.wait(5)
+        return len(calls)
+
+    part = Beside(1, slow)
+    out: list[int] = []
+    asking = [threading.Thread(target=lambda: out.append(part.result())) for _ in range(2)]
+    for t in asking:
+        t.start()
+    gate.set()
+    for t in asking:
+        t.join(5)
+    assert calls == [1] and out == [1, 1]
+
+
+def test_blocking_calls_found_once_beside_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On two threads a lone GPU's graph and its diagnosis both need the blocking calls:
+    # whoever asks first finds them, the other takes them.
+    import badput.analysis.critical_path as cp
+    import badput.diagnose.context as context
+    from badput.analysis.device import analyze_with_paths
+
+    found: list[int] = []
+    real = cp.blocking_calls
+
+    def counted(*args: object, **kwargs: object) -> object:
+        found.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cp, "blocking_calls", counted)
+    monkeypatch.setattr(context, "blocking_calls", counted)
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    devices, paths = analyze_with_paths(trace, jobs=2)
+    outcome_of(trace, devices, jobs=2, paths=paths)
+    assert len(found) == 1

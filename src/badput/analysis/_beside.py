@@ -28,6 +28,7 @@ class Beside(Generic[T]):
     def __init__(self, jobs: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> None:
         self._call: Callable[[], T] = lambda: fn(*args, **kwargs)
         self._done = False
+        self._once = threading.Lock()  # a call run when asked runs once, whoever asks
         self._value: T | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -46,7 +47,9 @@ class Beside(Generic[T]):
         if self._thread is not None:
             self._thread.join()
         elif not self._done:
-            self._run()
+            with self._once:  # two threads asking at once: one runs it, the other waits
+                if not self._done:
+                    self._run()
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]

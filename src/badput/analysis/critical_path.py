@@ -529,6 +529,7 @@ class PathBeside:
         blocking: Callable[[], BlockingCalls | None],
     ) -> None:
         self._graph = graph
+        self._blocking = blocking
         self._spans: SpanCache = {}
         self._base: dict[str, npt.NDArray[Any]] = {}
         caches = (self._spans, self._base)
@@ -542,6 +543,10 @@ class PathBeside:
     def result(self) -> CriticalPath:
         """The path (waits for it; raises what finding it raised)."""
         return self._path.result()
+
+    def blocking(self) -> BlockingCalls | None:
+        """The analysis's blocking calls, the path's own: found once, by whoever asks first."""
+        return self._blocking()
 
     def what_if(self, trace: Trace, change: GraphChange) -> int:
         """`what_if` of the path-to-be: its length after `change` (waits for the graph)."""

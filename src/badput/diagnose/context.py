@@ -176,7 +176,10 @@ class DeviceContext:
         cp = self.analysis.critical_path
         if cp is not None and cp.blocking is not None:  # found once, for the path's syncs
             return cp.blocking
-        # A path still being found finds the same calls: the rules do not wait for it.
+        if isinstance(self.path, PathBeside):  # a path being found: its calls, found once
+            found = self.path.blocking()
+            if found is not None:
+                return found
         return blocking_calls(self.trace, self.analysis)
 
     @property
