@@ -179,6 +179,7 @@ def outcome_of(
     top: int = 0,
     jobs: int = 1,
     paths: list[Beside[CriticalPath] | PathBeside | None] | None = None,
+    memory: Beside[list[MemoryTimeline]] | None = None,
 ) -> RankOutcome:
     """Diagnose and summarize one analysed trace, and keep only what reports need.
 
@@ -189,9 +190,12 @@ def outcome_of(
         jobs: threads for the diagnosis (`diagnose_device`); the same outcome.
         paths: per device, its critical path still being found (`analyze_trace` with
             `critical_paths=False`), None where it has its own; each joins its analysis here.
+        memory: the trace's memory timelines (`memory_timelines`) being found already (beside
+            the analysis); found here by default.
     """
     pending = paths if paths is not None else [None] * len(devices)
-    memory = Beside(jobs, memory_timelines, trace)  # the trace's alone: beside the rules
+    if memory is None:  # the trace's alone: beside the rules
+        memory = Beside(jobs, memory_timelines, trace)
     findings = [diagnose_device(trace, d, jobs, p) for d, p in zip(devices, pending, strict=True)]
     devices = [
         d if p is None else dataclasses.replace(d, critical_path=p.result())

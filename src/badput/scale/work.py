@@ -77,8 +77,14 @@ def analyze_path(
         # diagnosis (the rules need it only for their what-ifs): a lone GPU's graph started
         # once its window is chosen, several GPUs' paths each when its diagnosis first asks
         # (one graph held at a time).
+        from badput.analysis._beside import Beside
+        from badput.analysis.memory import memory_timelines
+
+        # The memory timelines need the trace alone: found beside from the start, they fill
+        # the helper thread's wait for the launch tree.
+        memory = Beside(jobs, memory_timelines, trace)
         devices, paths = analyze_with_paths(trace, spec, rules=rules, jobs=jobs)
-        return outcome_of(trace, devices, top=top, jobs=jobs, paths=paths)
+        return outcome_of(trace, devices, top=top, jobs=jobs, paths=paths, memory=memory)
     except TraceFormatError as e:
         from badput.diagnose import RankOutcome
 
