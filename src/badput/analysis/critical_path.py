@@ -466,7 +466,6 @@ def critical_path(
     classes = analysis.timeline.classes if analysis.timeline is not None else None
     if classes is None:
         warnings.append("no kernel classes: every kernel counts as compute")
-    part = _edge_parts(trace, g, classes)
     n = len(g)
     if n == 0:
         empty = _no_edges()
@@ -479,8 +478,8 @@ def critical_path(
     length, nodes, how = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
     del has_chain
     rows = _rows_of(len(trace), g.event_row[g.node_event[nodes]])
-    edges, parts, ops, modules = _path_edges(trace, tree, g, nodes, how, part)
-    del nodes, how, part
+    edges, parts, ops, modules = _path_edges(trace, tree, g, nodes, how, classes)
+    del nodes, how
     breakdown = np.bincount(parts, weights=edges.weight_ns, minlength=len(BREAKDOWN_KEYS))
     breakdown_ns = {k: int(v) for k, v in zip(BREAKDOWN_KEYS, breakdown.tolist(), strict=True)}
     assert sum(breakdown_ns.values()) == length, (breakdown_ns, length)
@@ -566,10 +565,10 @@ def _no_edges() -> PathEdges:
 
 
 def _edge_parts(
-    trace: Trace, g: DependencyGraph, classes: KernelClasses | None
+    trace: Trace, g: DependencyGraph, classes: KernelClasses | None, nodes: Ints
 ) -> npt.NDArray[np.int8]:
-    """Breakdown part of each node's event as a GPU activity (by its class and kind)."""
-    rows = g.node_row
+    """Breakdown part of each of `nodes`' events as a GPU activity (by its class and kind)."""
+    rows = g.rows_of(nodes)
     part = np.full(rows.shape[0], _COMPUTE_B, dtype=np.int8)
     kind = trace.kind[rows]
     part[(kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET)] = _MEMORY_B
@@ -853,7 +852,7 @@ def _path_edges(
     g: DependencyGraph,
     nodes: I64,
     how: I64,
-    gpu_part: npt.NDArray[np.int8],
+    classes: KernelClasses | None,
 ) -> tuple[PathEdges, npt.NDArray[np.int8], I64, npt.NDArray[np.int32]]:
     """The path's edges in time order, their breakdown parts, op rows and modules.
 
@@ -885,7 +884,7 @@ def _path_edges(
         weight[0] = g.lead_ns[k[0]]
     parts = _PART[etype].astype(np.int8)
     is_gpu = np.flatnonzero(etype == GPU)
-    parts[is_gpu] = gpu_part[dst[is_gpu]]
+    parts[is_gpu] = _edge_parts(trace, g, classes, dst[is_gpu])
     del is_gpu
     start_src, start_dst = g.node_start[src], g.node_start[dst]
 
