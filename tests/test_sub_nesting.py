@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -200,3 +202,24 @@ def test_pair_keys_order_and_equality_are_the_pairs() -> None:
     np.testing.assert_array_equal(
         dense_pairs(a, b), np.unique(pairs, axis=0, return_inverse=True)[1].ravel()
     )
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_kind_then_id_orders_by_kind_rank_then_op_id(wide: bool) -> None:
+    # The rank of tied opens: by the kind's rank (negative ones too), then by op id (NO_ID
+    # first); packed without a sort where the ids' range allows, by dense ranks where not.
+    from badput.analysis._nesting import kind_then_id
+
+    rng = np.random.default_rng(3)
+    rank_of_kind = np.array([-1, 2, 0, 1], dtype=np.int8)
+    kind = rng.integers(0, 4, 500).astype(np.int8)
+    op_id = rng.integers(-1, 40, 500).astype(np.int64)
+    if wide:
+        op_id[::7] = rng.integers(1 << 60, 1 << 62, op_id[::7].shape[0])
+    at = rng.permutation(500)[:300].astype(np.int64)
+    r = kind_then_id(rank_of_kind, kind, op_id)(at)
+    pairs = list(zip(rank_of_kind[kind[at]].tolist(), op_id[at].tolist(), strict=True))
+    order = sorted(range(300), key=lambda i: (pairs[i], i))
+    assert np.argsort(r, kind="stable").tolist() == order
+    same = [pairs[i] == pairs[j] for i, j in itertools.pairwise(order)]
+    assert [r[i] == r[j] for i, j in itertools.pairwise(order)] == same

@@ -140,6 +140,10 @@ def nest(
     return order, _depth_parents(d, g, start, end), g, start, end
 
 
+# The widest op-id range `kind_then_id` packs beside a kind rank (of at most 8 bits) in int64.
+_RANK_ID_LIMIT = 1 << 54
+
+
 def kind_then_id(
     rank_of_kind: npt.NDArray[np.integer], kind: npt.NDArray[np.integer], op_id: Ids
 ) -> Callable[[I64], I64]:
@@ -154,8 +158,20 @@ def kind_then_id(
 
     def rank(at: I64) -> I64:
         r: I64 = rank_of_kind[kind[at]].astype(np.int64)
-        r *= at.shape[0]
-        r += np.unique(op_id[at], return_inverse=True)[1].reshape(-1)
+        ids = op_id[at].astype(np.int64)
+        if ids.shape[0] == 0:
+            return r
+        # (kind rank, op id) packed as rank * width + (id - least): the ids' own order, no
+        # sort, where that fits (rank_of_kind holds small integers); else their dense ranks.
+        lo = int(ids.min())
+        width = int(ids.max()) - lo + 1
+        if width < _RANK_ID_LIMIT:
+            ids -= lo
+        else:
+            width = at.shape[0]
+            ids = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        r *= width
+        r += ids
         return r
 
     return rank
@@ -194,7 +210,8 @@ def _open_ties(
         sub = order[at]  # ascending within each run (stable sort)
         run = np.ones(at.shape[0], dtype=np.bool_)
         run[1:] = ~tie[at[1:] - 1]
-        order[at] = sub[np.lexsort((sub, rank(sub), -end[sub], np.cumsum(run)))]
+        # (A stable sort: within a run of equal keys the positions stay ascending.)
+        order[at] = sub[np.lexsort((rank(sub), -end[sub], np.cumsum(run)))]
     return order, end[order]
 
 
