@@ -272,6 +272,10 @@ _DERIVE_EVENTS = [
     ' "ts": 9223372036854775, "dur": 1000}',
     '{"ph": "X", "cat": "gpu_memset", "name": "m", "pid": 3, "tid": 2, "ts": 20, "dur": 1,'
     ' "args": {"bytes": 4096}}',
+    # Labels: a pid and a flow id given as strings, a tid as "stream N".
+    '{"ph": "X", "cat": "kernel", "name": "kl", "pid": "Traces", "tid": "stream 5", "ts": 21,'
+    ' "dur": 1}',
+    '{"ph": "f", "cat": "ac2g", "name": "ac2g", "id": "x1", "pid": 4, "tid": 6, "ts": 22}',
 ]
 
 
@@ -309,16 +313,18 @@ def test_derived_columns_alike_in_c_and_numpy(
         assert isinstance(other, Trace)
         assert_same(t, other)
     names = [t.names[i] for i in t.name_id.tolist()]
-    assert names == ["k", "k2", "aten::mm", "ac2g", "[memory]", "[memory]", "m"]
+    assert names == ["k", "k2", "aten::mm", "ac2g", "[memory]", "[memory]", "m", "kl", "ac2g"]
     assert t.kind.tolist() == [
         EventKind.KERNEL, EventKind.KERNEL, EventKind.CPU_OP, EventKind.FLOW, EventKind.MEMORY,
-        EventKind.MEMORY, EventKind.MEMSET,
+        EventKind.MEMORY, EventKind.MEMSET, EventKind.KERNEL, EventKind.FLOW,
     ]  # fmt: skip
-    assert t.device.tolist() == [1, 3, -1, -1, 2, -1, 3]
-    assert t.stream.tolist() == [7, 9, -1, -1, -1, -1, 2]
-    assert t.dur_ns.tolist() == [2000, 1000, 3000, 0, 0, 0, 1000]
-    assert t.external_id.tolist() == [8, -1, 11, -1, -1, -1, -1]
-    assert t.correlation.tolist()[:4] == [5, -1, -1, 5]
+    traces_id, x1_id = (-(t.labels.index(k) + 2) for k in ("Traces", "x1"))
+    assert t.device.tolist() == [1, 3, -1, -1, 2, -1, 3, traces_id, -1]
+    assert t.stream.tolist() == [7, 9, -1, -1, -1, -1, 2, 5, -1]
+    assert (t.pid[7], t.tid[7]) == (traces_id, 5)
+    assert t.dur_ns.tolist() == [2000, 1000, 3000, 0, 0, 0, 1000, 1000, 0]
+    assert t.external_id.tolist() == [8, -1, 11, -1, -1, -1, -1, -1, -1]
+    assert t.correlation.tolist()[:4] == [5, -1, -1, 5] and t.correlation[8] == x1_id
     counts = t.byte_counts
     assert dict(zip(counts.rows.tolist(), counts.values.tolist(), strict=True)) == {
         4: 512, 5: -64, 6: 4096

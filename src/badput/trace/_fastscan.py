@@ -163,31 +163,32 @@ def derive(
     scanned: Scanned,
     kind_of_cat: npt.NDArray[np.int8],
     name_id_of: npt.NDArray[np.int32],
-    pid: npt.NDArray[np.int64],
-    tid: npt.NDArray[np.int64],
+    id_of_label: npt.NDArray[np.int64],
     gpu_side: npt.NDArray[np.bool_],
     constants: tuple[int, int, int, int, int],
 ) -> Derived:
     """A piece's derived columns, in one pass in C, written over the scanned ones.
 
-    Per row: the kind is `kind_of_cat[cat]` (an id of -1 indexes the last slot), or
-    `constants[3]` (memory) for an instant event and `constants[2]` (flow) for any other
-    event not complete (`constants[0]`, instant: `constants[1]`), whose length becomes 0; the
-    `name` column becomes `name_id_of[name]`; a GPU-side kind (`gpu_side`) keeps its device and
-    stream or takes the pid's and tid's, other kinds have neither (NO_ID); a memory event on
-    a GPU (device type `constants[4]`) takes its device id, and its allocation's size as its
-    byte count; `ext` falls back to `ext_lower`. Rows with bad times are counted, not
-    dropped. Raises ValueError for a string id beyond its table.
+    Per row: a pid or tid given as a label (a string) becomes `id_of_label[label]`; the kind
+    is `kind_of_cat[cat]` (an id of -1 indexes the last slot), or `constants[3]` (memory) for
+    an instant event and `constants[2]` (flow) for any other event not complete
+    (`constants[0]`, instant: `constants[1]`), whose length becomes 0 and, for a flow arrow,
+    whose correlation becomes its id (a label's too); the `name` column becomes
+    `name_id_of[name]`; a GPU-side kind (`gpu_side`) keeps its device and stream or takes the
+    pid's and tid's, other kinds have neither (NO_ID); a memory event on a GPU (device type
+    `constants[4]`) takes its device id, and its allocation's size as its byte count; `ext`
+    falls back to `ext_lower`. Rows with bad times are counted, not dropped. Raises
+    ValueError for a string or label id beyond its table.
     """
     raw = scanned.raw
     kind = np.empty(len(raw["phase"]), dtype=np.int8)
     bufs = (
-        raw["phase"], raw["has_ts"], raw["ts"], np.ascontiguousarray(pid, dtype=np.int64),
-        np.ascontiguousarray(tid, dtype=np.int64), raw["ext_lower"], raw["alloc_bytes"],
-        raw["device_type"], raw["device_id"], np.ascontiguousarray(kind_of_cat, np.int8),
-        np.ascontiguousarray(name_id_of, np.int32),
+        raw["phase"], raw["has_ts"], raw["ts"], raw["ext_lower"], raw["alloc_bytes"],
+        raw["device_type"], raw["device_id"], raw["id"], raw["pid_label"], raw["tid_label"],
+        raw["id_label"], np.ascontiguousarray(kind_of_cat, np.int8),
+        np.ascontiguousarray(name_id_of, np.int32), np.ascontiguousarray(id_of_label, np.int64),
         np.ascontiguousarray(gpu_side, np.bool_), kind,
     )  # fmt: skip
-    cols = tuple(raw[k] for k in ("cat", "name", "dur", "device", "stream", "ext", "bytes"))
-    bad, negative, first = _scan.derive(bufs, cols, constants)
+    names = ("cat", "name", "dur", "device", "stream", "ext", "bytes", "pid", "tid", "correlation")
+    bad, negative, first = _scan.derive(bufs, tuple(raw[k] for k in names), constants)
     return Derived(kind, bad, negative, first)

@@ -348,26 +348,39 @@ class _Columns:
         name_map = np.full(len(texts) + 1, -1, dtype=np.int32)
         used = _used_ids(len(texts), local_name)
         name_map[used] = [self.names[texts[i] if i >= 0 else ""] for i in used]
-        flow = (phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)
+        c_derive = _fastscan.DERIVE_AVAILABLE
+        # The flow arrows' rows: for their labels, and where numpy derives their ids.
+        flow = (
+            (phase != FlowPhase.COMPLETE) & (phase != FlowPhase.INSTANT)
+            if scanned.labels or not c_derive
+            else None
+        )
         # Map only the labels kept rows use, so that both decode paths know the same labels.
         label_ids = np.full(len(scanned.labels) + 1, NO_ID, dtype=np.int64)
-        if scanned.labels:
+        if scanned.labels and flow is not None:
             labels = [scanned.column("pid_label", np.int32), scanned.column("tid_label", np.int32)]
             if flow.any():
                 labels.append(scanned.column("id_label", np.int32)[flow])
             for local in _used_ids(len(scanned.labels), *labels):
                 if local >= 0:
                     label_ids[local] = self.ids[scanned.labels[local]]
+        derived = None
+        if c_derive:
+            # One pass in C over the piece's own columns (written over): kinds, name ids,
+            # pids and tids, flow ids, devices, streams and the rest `_derive` finds in numpy.
+            derived = _fastscan.derive(
+                scanned, cat_kind, name_map, label_ids, _GPU_SIDE_KINDS, _DERIVE_CONSTANTS
+            )
 
         def ident(key: str) -> I64:
             value = scanned.column(key, np.int64)
-            if not scanned.labels:  # no string ids in the piece: every label is NO_ID
+            if not scanned.labels or derived is not None:  # no labels, or resolved by C
                 return value
             label = scanned.column(f"{key}_label", np.int32)
             return np.where(label >= 0, label_ids[label], value)
 
         correlation = scanned.column("correlation", np.int64)
-        if flow.any():
+        if derived is None and flow is not None and flow.any():
             correlation = np.where(flow, ident("id"), correlation)
         pid, tid = ident("pid"), ident("tid")
         meta_rows = scanned.column("meta_row", np.int64)
@@ -379,13 +392,6 @@ class _Columns:
             ids = np.stack([scanned.column(k, np.int32) for k in _OP_ID_COLUMNS])
             seq, fwd = scanned.column("op_seq", np.int64), scanned.column("op_fwd", np.int64)
             ops = _PieceOps(op_row, ids, seq, fwd, scanned.op_values)
-        derived = None
-        if _fastscan.DERIVE_AVAILABLE:
-            # One pass in C over the piece's own columns (written over): kinds, name ids,
-            # devices, streams and the rest that `_derive` finds with numpy.
-            derived = _fastscan.derive(
-                scanned, cat_kind, name_map, pid, tid, _GPU_SIDE_KINDS, _DERIVE_CONSTANTS
-            )
         if derived is None:
             kind, name_id = cat_kind[local_cat], name_map[local_name]
         else:

@@ -1264,8 +1264,12 @@ static char *column_data(PyObject *o, Py_ssize_t want, const char *what) {
     return b->data ? b->data : EMPTY_COLUMN;
 }
 
-enum { D_PHASE, D_HAS_TS, D_TS, D_PID, D_TID, D_EXT_LOWER, D_ALLOC, D_DEV_TYPE, D_DEV_ID,
-       D_KIND_LUT, D_NAME_LUT, D_GPU_SIDE, D_KIND_OUT, N_D_BUFS };
+enum { D_PHASE, D_HAS_TS, D_TS, D_EXT_LOWER, D_ALLOC, D_DEV_TYPE, D_DEV_ID, D_ID,
+       D_PID_LABEL, D_TID_LABEL, D_ID_LABEL, D_KIND_LUT, D_NAME_LUT, D_LABEL_IDS, D_GPU_SIDE,
+       D_KIND_OUT, N_D_BUFS };
+/* The columns written over: cat (read), name (-> name_id), dur, device, stream, ext
+ * (-> external_id), bytes, pid, tid, correlation. */
+enum { C_CAT, C_NAME, C_DUR, C_DEVICE, C_STREAM, C_EXT, C_BYTES, C_PID, C_TID, C_CORR, N_C };
 
 /* derive(buffers, columns, constants): see the method table. */
 static PyObject *derive(PyObject *self, PyObject *args) {
@@ -1275,7 +1279,7 @@ static PyObject *derive(PyObject *self, PyObject *args) {
                           &complete, &instant, &flow_kind, &memory_kind, &cuda_type)) {
         return NULL;
     }
-    if (PyTuple_GET_SIZE(bufs) != N_D_BUFS || PyTuple_GET_SIZE(cols) != 7) {
+    if (PyTuple_GET_SIZE(bufs) != N_D_BUFS || PyTuple_GET_SIZE(cols) != N_C) {
         PyErr_SetString(PyExc_ValueError, "derive: wrong number of buffers or columns");
         return NULL;
     }
@@ -1287,7 +1291,7 @@ static PyObject *derive(PyObject *self, PyObject *args) {
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(bufs, got), &v[got], flags) < 0) goto done;
     }
     Py_ssize_t n = v[D_PHASE].len; /* int8 */
-    static const unsigned char size[N_D_BUFS] = {1, 1, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 1};
+    static const unsigned char size[N_D_BUFS] = {1, 1, 8, 8, 8, 8, 8, 8, 4, 4, 4, 0, 0, 0, 0, 1};
     for (int i = 0; i < N_D_BUFS; i++) {
         if (size[i] && v[i].len != n * size[i]) {
             PyErr_Format(PyExc_ValueError, "derive: buffer %d holds %zd bytes for %zd rows", i,
@@ -1296,29 +1300,34 @@ static PyObject *derive(PyObject *self, PyObject *args) {
         }
     }
     Py_ssize_t n_kinds = v[D_KIND_LUT].len, n_names = v[D_NAME_LUT].len / 4;
-    if (n_kinds < 1 || n_names < 1 || v[D_GPU_SIDE].len != 256) {
+    Py_ssize_t n_labels = v[D_LABEL_IDS].len / 8;
+    if (n_kinds < 1 || n_names < 1 || n_labels < 1 || v[D_GPU_SIDE].len != 256) {
         PyErr_SetString(PyExc_ValueError, "derive: a lookup table of the wrong size");
         goto done;
     }
-    /* cat, name (-> name_id), dur, device, stream, ext (-> external_id), bytes */
-    static const char *what[7] = {"cat", "name", "dur", "device", "stream", "ext", "bytes"};
-    static const unsigned char csize[7] = {4, 4, 8, 8, 8, 8, 8};
-    char *c[7];
-    for (int i = 0; i < 7; i++) {
+    static const char *what[N_C] = {"cat", "name", "dur", "device", "stream", "ext", "bytes",
+                                    "pid", "tid", "correlation"};
+    static const unsigned char csize[N_C] = {4, 4, 8, 8, 8, 8, 8, 8, 8, 8};
+    char *c[N_C];
+    for (int i = 0; i < N_C; i++) {
         c[i] = column_data(PyTuple_GET_ITEM(cols, i), n * csize[i], what[i]);
         if (!c[i]) goto done;
     }
     const int8_t *phase = v[D_PHASE].buf, *has_ts = v[D_HAS_TS].buf, *kind_lut = v[D_KIND_LUT].buf;
-    const int64_t *ts = v[D_TS].buf, *pid = v[D_PID].buf, *tid = v[D_TID].buf;
-    const int64_t *ext_lower = v[D_EXT_LOWER].buf, *alloc = v[D_ALLOC].buf;
-    const int64_t *dev_type = v[D_DEV_TYPE].buf, *dev_id = v[D_DEV_ID].buf;
-    const int32_t *name_lut = v[D_NAME_LUT].buf;
+    const int64_t *ts = v[D_TS].buf, *ext_lower = v[D_EXT_LOWER].buf, *alloc = v[D_ALLOC].buf;
+    const int64_t *dev_type = v[D_DEV_TYPE].buf, *dev_id = v[D_DEV_ID].buf, *id = v[D_ID].buf;
+    const int32_t *pid_label = v[D_PID_LABEL].buf, *tid_label = v[D_TID_LABEL].buf;
+    const int32_t *id_label = v[D_ID_LABEL].buf, *name_lut = v[D_NAME_LUT].buf;
+    const int64_t *label_ids = v[D_LABEL_IDS].buf;
     const unsigned char *gpu_side = v[D_GPU_SIDE].buf;
     int8_t *kind = v[D_KIND_OUT].buf;
-    const int32_t *cat = (const int32_t *)c[0];
-    int32_t *name = (int32_t *)c[1];
-    int64_t *dur = (int64_t *)c[2], *device = (int64_t *)c[3], *stream = (int64_t *)c[4];
-    int64_t *ext = (int64_t *)c[5], *bytes = (int64_t *)c[6];
+    const int32_t *cat = (const int32_t *)c[C_CAT];
+    int32_t *name = (int32_t *)c[C_NAME];
+    int64_t *dur = (int64_t *)c[C_DUR], *device = (int64_t *)c[C_DEVICE];
+    int64_t *stream = (int64_t *)c[C_STREAM], *ext = (int64_t *)c[C_EXT];
+    int64_t *bytes = (int64_t *)c[C_BYTES], *pid = (int64_t *)c[C_PID], *tid = (int64_t *)c[C_TID];
+    int64_t *corr = (int64_t *)c[C_CORR];
+    const int labels = n_labels > 1; /* the last slot is NO_ID: a piece without labels */
     Py_ssize_t bad = 0, negative = 0, first_negative = -1, out_of_range = -1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1327,6 +1336,15 @@ static PyObject *derive(PyObject *self, PyObject *args) {
         if (ci < 0 || ci >= n_kinds || ni < 0 || ni >= n_names) {
             out_of_range = i;
             break;
+        }
+        if (labels) { /* a label (a string pid, tid or flow id) stands for its id */
+            int32_t pl = pid_label[i], tl = tid_label[i];
+            if (pl >= n_labels || tl >= n_labels) {
+                out_of_range = i;
+                break;
+            }
+            if (pl >= 0) pid[i] = label_ids[pl];
+            if (tl >= 0) tid[i] = label_ids[tl];
         }
         int8_t k = kind_lut[ci];
         name[i] = name_lut[ni];
@@ -1341,6 +1359,14 @@ static PyObject *derive(PyObject *self, PyObject *args) {
         if (!is_complete) {
             dur[i] = 0;
             k = (int8_t)(is_memory ? memory_kind : flow_kind);
+            if (!is_memory) { /* a flow arrow's id is its correlation */
+                int32_t il = labels ? id_label[i] : -1;
+                if (il >= n_labels) {
+                    out_of_range = i;
+                    break;
+                }
+                corr[i] = il >= 0 ? label_ids[il] : id[i];
+            }
         }
         kind[i] = k;
         if (gpu_side[(uint8_t)k]) {
@@ -1358,8 +1384,7 @@ static PyObject *derive(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     if (out_of_range >= 0) {
-        PyErr_Format(PyExc_ValueError, "derive: row %zd has a string id beyond its table",
-                     out_of_range);
+        PyErr_Format(PyExc_ValueError, "derive: row %zd has an id beyond its table", out_of_range);
         goto done;
     }
     result = Py_BuildValue("nnn", bad, negative, first_negative);
@@ -1383,8 +1408,8 @@ static PyMethodDef methods[] = {
      "drop_spare() -> None: unmap the spare column buffers kept for the next piece's columns."},
     {"derive", derive, METH_VARARGS,
      "derive(buffers, columns, constants) -> (bad, negative, first_negative): a piece's kinds, "
-     "name ids, lengths, devices, streams, op ids and byte counts in one pass (see "
-     "_fastscan.derive)."},
+     "name ids, pids, tids, flow ids, lengths, devices, streams, op ids and byte counts in one "
+     "pass (see _fastscan.derive)."},
     {"scan", scan, METH_O,
      "scan(buffer) -> tuple | None: typed columns of a JSON array of trace events, or None "
      "when the text needs the complete decoder."},
