@@ -353,18 +353,19 @@ def _by_launching_op(
     is_comm_node = op_like & (comm_kind[host_name] >= 0)
     is_op_node = host_kind == EventKind.CPU_OP
     meta = trace.comm_meta
-    if meta is not None and len(meta):
-        at = np.minimum(np.searchsorted(meta.row, host_rows), len(meta) - 1)
-        has_meta = meta.row[at] == host_rows
-    else:
-        at = np.zeros(host_rows.shape[0], dtype=np.int64)
-        has_meta = np.zeros(host_rows.shape[0], dtype=np.bool_)
+    has_meta = np.zeros(host_rows.shape[0], dtype=np.bool_)
+    if meta is not None and len(meta):  # a mask of the trace's rows, not a search per node
+        row_has_meta = np.zeros(len(trace), dtype=np.bool_)
+        row_has_meta[meta.row] = True
+        has_meta = row_has_meta[host_rows]
+        del row_has_meta
     start = np.where(linked, tree.launch_node[safe], NO_ID)
     (near_comm, near_op, near_meta), _ = walk_up(
         tree.host_parent, start, [is_comm_node, is_op_node, has_meta]
     )
     with_meta = near_meta >= 0
-    meta_of[with_meta] = at[near_meta[with_meta]]
+    if meta is not None and with_meta.any():  # the metadata's entry of each node found
+        meta_of[with_meta] = np.searchsorted(meta.row, host_rows[near_meta[with_meta]])
     near_comm = np.where(has, near_comm, NO_ID)
     # Communication: a comm node above the launch, and no plain op nearer to the launch
     # (nodes are in open order: on one chain, the nearer node has the larger index).
