@@ -410,3 +410,27 @@ def test_json_compares_busbw_with_the_link_peak(
     assert ar["busbw_gbps"] == pytest.approx(15.0 * 2 * 7 / 8)
     assert ar["link_peak_gbps"] == pytest.approx(450.0)
     assert ar["busbw_of_peak"] == pytest.approx(15.0 * 2 * 7 / 8 / 450.0)
+
+
+def test_metadata_of_an_op_above_the_launch(tmp_path: Path) -> None:
+    # The metadata on an op around the launch call, neither the kernel's own nor on the op
+    # with its External id: found up the launch tree, each kernel its own op's entry.
+    from badput.analysis.classify import classify_kernels
+    from badput.analysis.comm import meta_index
+    from badput.analysis.tree import launch_tree
+
+    b = TraceBuilder()
+    b.device_properties([0])
+    b.profiler_step(1, 0, 2_000)
+    for k, n in enumerate((1_000, 3_000)):
+        op = b.cpu_op("c10d::allreduce_", 100 + 500 * k, 200 + 500 * k)
+        op["args"]["External id"] = 9_000 + k  # no kernel has it
+        b.nccl_metadata(op, "allreduce", in_nelems=n, group_size=8)
+        b.launch(NCCL["all_reduce"], cpu=(110 + 500 * k, 120 + 500 * k),
+                 gpu=(300 + 500 * k, 400 + 500 * k), stream=20)  # fmt: skip
+    trace = read_kineto(str(b.write(tmp_path / "t.json")))
+    meta = trace.comm_meta
+    assert meta is not None and len(meta) == 2
+    classes = classify_kernels(trace, launch_tree(trace))
+    assert (meta_index(trace, classes.row) == NO_ID).all()  # not by the kernel or its id
+    assert meta.in_nelems[classes.meta].tolist() == [1_000, 3_000]
