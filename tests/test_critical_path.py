@@ -359,8 +359,7 @@ def test_a_steps_path_leaves_out_the_work_of_another_step(
     path = b.write(tmp_path / "t.json")
     got = []
     for numpy_only in (False, True):
-        if numpy_only:
-            monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+        _numpy_paths(monkeypatch, numpy_only)
         _, cp = path_of(path)
         got.append(cp.steps)
     assert cp.length_ns == 325 * US
@@ -622,6 +621,14 @@ _GRAPH_TRACES = [
 ]
 
 
+def _numpy_paths(monkeypatch: pytest.MonkeyPatch, numpy_only: bool) -> None:
+    """The graph passes in numpy alone (`BADPUT_NO_C_PATHS`), or in C where built."""
+    if numpy_only:
+        monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+    else:
+        monkeypatch.delenv("BADPUT_NO_C_PATHS", raising=False)
+
+
 @pytest.mark.skipif(c_paths() is None, reason="the C helpers are not built")
 @pytest.mark.parametrize("name", _GRAPH_TRACES)
 def test_graph_arrays_equal_with_and_without_the_c_helpers(
@@ -633,8 +640,7 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
     analysis = analyze_trace(trace)[0]
     graphs = []
     for numpy_only in (False, True):
-        if numpy_only:
-            monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
+        _numpy_paths(monkeypatch, numpy_only)
         graphs.append(dependency_graph(trace, analysis, launch_tree(trace)))
     fast, slow = graphs
     assert len(fast) > 50 and fast.n_host == slow.n_host
@@ -650,10 +656,7 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
     tree = launch_tree(trace)
     steps = []
     for numpy_only in (False, True):
-        if numpy_only:
-            monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
-        else:
-            monkeypatch.delenv("BADPUT_NO_C_PATHS", raising=False)
+        _numpy_paths(monkeypatch, numpy_only)
         steps.append(cp._step_lengths(trace, tree, fast, analysis))
     assert steps[0] == steps[1]
     assert all(n > 0 for _, n in steps[0]) and len(steps[0]) == len(analysis.steps)
@@ -665,10 +668,7 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
             continue
         got = []
         for numpy_only in (False, True):
-            if numpy_only:
-                monkeypatch.setenv("BADPUT_NO_C_PATHS", "1")
-            else:
-                monkeypatch.delenv("BADPUT_NO_C_PATHS", raising=False)
+            _numpy_paths(monkeypatch, numpy_only)
             cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
             change = cp.GraphChange(host_rows=rows, host_scale=0.25)
             length = cp._what_if_in(trace, fast, cache, {}, change)
