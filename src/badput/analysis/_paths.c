@@ -567,30 +567,29 @@ static PyObject *shrink(PyObject *self, PyObject *args) {
     return finish(bs, 3, bad);
 }
 
-/* edge_time(chain_type, pred, host, dependency, at) -> None
+/* edge_time(mask, pred, at) -> None
  *
  * What the host edges hold of a quantity given at each node (at, int64, in place): at[v]
- * becomes at[v] - at[pred[v]] for each node v whose chain edge (chain_type int8, pred int32)
- * is of type `host` or `dependency`; other nodes keep theirs. Nodes go last first, so every
- * source is read before its own value changes (a source precedes its node). */
+ * becomes at[v] - at[pred[v]] for each node v of `mask` (uint8, its chain edge is a host
+ * edge; pred int32); other nodes keep theirs. Nodes go last first, so every source is read
+ * before its own value changes (a source precedes its node). */
 static PyObject *edge_time(PyObject *self, PyObject *args) {
     PyObject *o[3];
     buf bs[3] = {{0}};
-    int host, dependency;
-    if (!PyArg_ParseTuple(args, "OOiiO", &o[0], &o[1], &host, &dependency, &o[2])) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO", &o[0], &o[1], &o[2])) return NULL;
     static const Py_ssize_t bsize[3] = {1, 4, 8};
     if (get_all(o, bs, 3, bsize, 2) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len;
     if (bs[1].b.len / 4 != n || bs[2].b.len / 8 != n) {
         return refuse(bs, 3, "edge_time: arrays of mismatched lengths");
     }
-    const int8_t *type = bs[0].b.buf;
+    const uint8_t *mask = bs[0].b.buf;
     const int32_t *pred = bs[1].b.buf;
     int64_t *at = bs[2].b.buf;
     const char *bad = NULL;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t v = n - 1; v >= 0; v--) {
-        if (type[v] != host && type[v] != dependency) continue;
+        if (!mask[v]) continue;
         int32_t p = pred[v];
         if (p < 0 || p >= v) {
             bad = "edge_time: a host edge without a source before its node";
@@ -602,42 +601,27 @@ static PyObject *edge_time(PyObject *self, PyObject *args) {
     return finish(bs, 3, bad);
 }
 
-/* scale_host_edges(chain_type, host, dependency, inside, w, scale) -> None
+/* scale_masked(mask, w, scale) -> None
  *
- * Each host edge's weight (nodes whose chain_type is `host` or `dependency`) but those of
- * `inside` (int32 node indices, ascending) times `scale`, rounded half to even as numpy
- * rounds; w int64, in place. */
-static PyObject *scale_host_edges(PyObject *self, PyObject *args) {
-    PyObject *o[3];
-    buf bs[3] = {{0}};
-    int host, dependency;
+ * w[v] (int64, in place) times `scale` for each node v of `mask` (uint8), rounded half to
+ * even as numpy rounds. */
+static PyObject *scale_masked(PyObject *self, PyObject *args) {
+    PyObject *o[2];
+    buf bs[2] = {{0}};
     double scale;
-    if (!PyArg_ParseTuple(args, "OiiOOd", &o[0], &host, &dependency, &o[1], &o[2], &scale))
-        return NULL;
-    static const Py_ssize_t bsize[3] = {1, 4, 8};
-    if (get_all(o, bs, 3, bsize, 2) < 0) return NULL;
-    Py_ssize_t n = bs[0].b.len, k = bs[1].b.len / 4;
-    if (bs[2].b.len / 8 != n) {
-        return refuse(bs, 3, "scale_host_edges: arrays of mismatched lengths");
-    }
-    const int8_t *type = bs[0].b.buf;
-    const int32_t *inside = bs[1].b.buf;
-    int64_t *w = bs[2].b.buf;
-    const char *bad = NULL;
+    if (!PyArg_ParseTuple(args, "OOd", &o[0], &o[1], &scale)) return NULL;
+    static const Py_ssize_t bsize[2] = {1, 8};
+    if (get_all(o, bs, 2, bsize, 1) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len;
+    if (bs[1].b.len / 8 != n) return refuse(bs, 2, "scale_masked: arrays of mismatched lengths");
+    const uint8_t *mask = bs[0].b.buf;
+    int64_t *w = bs[1].b.buf;
     Py_BEGIN_ALLOW_THREADS
-    Py_ssize_t j = 0;
     for (Py_ssize_t v = 0; v < n; v++) {
-        while (j < k && inside[j] < v) {
-            if (j > 0 && inside[j] <= inside[j - 1]) bad = "scale_host_edges: inside not ascending";
-            j++;
-        }
-        if (bad) break;
-        if (type[v] != host && type[v] != dependency) continue;
-        if (j < k && inside[j] == v) continue;
-        w[v] = (int64_t)nearbyint((double)w[v] * scale);
+        if (mask[v]) w[v] = (int64_t)nearbyint((double)w[v] * scale);
     }
     Py_END_ALLOW_THREADS
-    return finish(bs, 3, bad);
+    return finish(bs, 2, NULL);
 }
 
 /* graph_nodes(topo, t, chain, pos_out, event_out, start_out, ns_out, pred_out) -> None
@@ -892,7 +876,7 @@ static PyMethodDef methods[] = {
     {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
     {"shrink", shrink, METH_VARARGS, "A what-if's new host edge weights, in place."},
     {"edge_time", edge_time, METH_VARARGS, "What host edges hold of a per-node quantity."},
-    {"scale_host_edges", scale_host_edges, METH_VARARGS, "Host edge weights scaled, in place."},
+    {"scale_masked", scale_masked, METH_VARARGS, "Masked weights scaled, in place."},
     {"graph_nodes", graph_nodes, METH_VARARGS, "A graph's node arrays from its order."},
     {"chain_types", chain_types, METH_VARARGS, "Each graph node's chain edge type and weight."},
     {"span_cover", span_cover, METH_VARARGS, "Time a chain's spans cover before each host node."},

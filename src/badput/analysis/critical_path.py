@@ -1192,17 +1192,12 @@ def _span_weights(
     leads_in = at_node[g.lead_nodes] - at_start[g.chains_of(g.lead_nodes)]
     del at_start
     # Each host edge's time inside: its node's value less its source's, written over its
-    # node's value. A block of nodes at a time, the last first: a source precedes its node,
-    # so every source is read before its own value is overwritten (no arrays of all edges).
+    # node's value, the last node first: a source precedes its node, so every source is read
+    # before its own value is overwritten (in C one pass, in numpy a block of nodes at a time:
+    # no arrays of all edges).
     mask = _host_edge_mask(g)
-    if _use_c():  # one pass, last node first
-        c_paths().edge_time(
-            np.ascontiguousarray(g.chain_type, dtype=np.int8),
-            np.ascontiguousarray(g.chain_pred, dtype=np.int32),
-            HOST,
-            DEPENDENCY,
-            at_node,
-        )
+    if _use_c():
+        c_paths().edge_time(flags(mask), np.ascontiguousarray(g.chain_pred, np.int32), at_node)
     else:
         step = _SPAN_BLOCK_NODES
         for a in range((mask.shape[0] - 1) // step * step, -1, -step):
@@ -1221,20 +1216,14 @@ def _scale_outside(
     """Scale in place the weight of every host edge but those of `inside` (all outside).
 
     As `_shrunk` with `all_host` scales an edge without time inside the spans: its whole
-    weight, rounded half to even. A block of nodes at a time (no node-sized temporaries).
+    weight, rounded half to even. In C one pass in place; in numpy a block of nodes at a time
+    (no node-sized temporaries).
     """
-    if _use_c():  # one pass in place
-        c_paths().scale_host_edges(
-            np.ascontiguousarray(g.chain_type, dtype=np.int8),
-            HOST,
-            DEPENDENCY,
-            np.ascontiguousarray(inside, dtype=np.int32),
-            chain_w,
-            scale,
-        )
-        return
     mask = _host_edge_mask(g)
     mask[inside] = False
+    if _use_c():
+        c_paths().scale_masked(flags(mask), chain_w, scale)
+        return
     for a in range(0, mask.shape[0], _SPAN_BLOCK_NODES):
         at = np.flatnonzero(mask[a : a + _SPAN_BLOCK_NODES])
         at += a
