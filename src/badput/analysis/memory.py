@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._nesting import distinct
 from badput.trace.model import NO_ID, EventKind, Trace
 from badput.trace.snapshot import ACTIONS, DeviceTrace, Segment, Snapshot
 
@@ -583,7 +584,8 @@ def memory_timelines(trace: Trace, max_points: int = MAX_POINTS) -> list[MemoryT
     keep = (trace.kind[both] == EventKind.MEMORY) & (device >= 0)
     rows, device, at_alloc, at_res = both[keep], device[keep], at_alloc[keep], at_res[keep]
     out = []
-    for dev in _distinct_small(device):
+    devices = distinct(device, int(device.max()) + 1)[0] if device.shape[0] else device
+    for dev in devices.tolist():
         mine = np.flatnonzero(device == dev)
         mine = mine[np.argsort(trace.ts_ns[rows[mine]], kind="stable")]
         out.append(
@@ -596,15 +598,6 @@ def memory_timelines(trace: Trace, max_points: int = MAX_POINTS) -> list[MemoryT
             )
         )
     return out
-
-
-def _distinct_small(values: I64) -> list[int]:
-    """The distinct values (device indices, from 0), ascending: counted, not sorted."""
-    if values.shape[0] == 0:
-        return []
-    if int(values.max()) >= 1 << 16:  # no device index: a sort
-        return [int(v) for v in np.unique(values)]
-    return np.flatnonzero(np.bincount(values)).tolist()
 
 
 def _timeline(device: int, ts: I64, alloc: I64, res: I64, max_points: int) -> MemoryTimeline:
