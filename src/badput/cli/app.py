@@ -12,10 +12,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from badput import __version__
-from badput.cli.common import OutOption, ReportFormat, json_out, stderr_line, text_out
+from badput.cli.common import (
+    OutOption,
+    ReportFormat,
+    json_out,
+    new_console,
+    stderr_line,
+    text_out,
+)
 from badput.cli.jobs import (
     AddressOption,
     ClassifyOption,
@@ -326,7 +332,7 @@ def explain(
     from badput.report.text import render_rule
     from badput.report.topics import TOPICS
 
-    console = Console()
+    console = new_console()
     if rule_id is None:
         from badput.report.topics import render_index
 

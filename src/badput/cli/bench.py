@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
+from badput.cli.common import new_console
 from badput.errors import UsageError
 
 __all__ = ["bench_app"]
@@ -142,7 +141,7 @@ def ab(
     )
     if store is not None:
         _check_store(store)  # a bad URL fails now, not after the rounds
-    err = Console(stderr=True)
+    err = new_console(stderr=True)
     commits = {"base": "", "head": ""}
     notes: list[str] = []
     try:
@@ -187,7 +186,7 @@ def ab(
                 f.write(text)
     if markdown:
         write_report(markdown, ab_markdown(result))
-    render_ab(result, Console())
+    render_ab(result, new_console())
     code = exit_code(result)
     if store is not None and result.results:
         code = _record_ab(store, result.as_dict(), commits, code)
@@ -255,7 +254,7 @@ def _record_ab(url: str, doc: dict[str, object], commits: dict[str, str], code: 
     except Exception as e:  # the store says its own failures (BadputError); this is the rest
         why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
     else:
-        Console(stderr=True).print("recorded base and head runs in the store", style="dim")
+        new_console(stderr=True).print("recorded base and head runs in the store", style="dim")
         return code
     sys.stderr.write(f"badput: error: could not record the verdict in the store: {why}\n")
     return code or 3
@@ -295,7 +294,7 @@ def run_cmd(
         which = f" matching --filter {' '.join(filters)}" if filters else ""
         sys.stderr.write(f"badput: error: {file}: no benchmarks{which}\n")
         raise typer.Exit(3)
-    render_run(result, Console())
+    render_run(result, new_console())
     for r in result.results:
         if r.error is not None:
             sys.stderr.write(f"badput: error: {r.error}\n")
@@ -359,7 +358,7 @@ def check_cmd(
         from badput.report.markdown import check_markdown
 
         write_report(markdown, check_markdown(result))
-    render_check(result, Console())
+    render_check(result, new_console())
     if update:
         if not result.checks:
             sys.stderr.write(f"badput: error: {results}: no metrics to write\n")
@@ -368,7 +367,7 @@ def check_cmd(
         changed = sum(
             1 for c in result.checks if c.measured is not None and str(c.verdict) != "pass"
         )
-        Console().print(f"wrote {expected}: {changed} value(s) updated", style="dim")
+        new_console().print(f"wrote {expected}: {changed} value(s) updated", style="dim")
         return
     if result.exit_code == 3 and result.compared == 0:
         sys.stderr.write(f"badput: error: no expected metric was measured in {results}\n")
@@ -521,7 +520,9 @@ def history_cmd(
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    console = Console()  # lines wrap at the width, between words: no number is cut
+    from rich.text import Text
+
+    console = new_console()  # lines wrap at the width, between words: no number is cut
     for m, series in found.items():
         for s in series:
             unit = f" {s.unit}" if s.unit else ""

@@ -7,12 +7,14 @@ import os
 import sys
 from collections.abc import Iterator
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from badput.errors import UsageError, printable
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "STEP_SUMMARY_ENV",
@@ -23,6 +25,7 @@ __all__ = [
     "ReportFormat",
     "appends",
     "json_out",
+    "new_console",
     "stderr_line",
     "text_out",
     "write_html",
@@ -121,6 +124,13 @@ def json_out(out: str | None, data: bytes) -> None:
         raise UsageError(f"--out {out}: {e.strerror}") from None
 
 
+def new_console(**kwargs: Any) -> Console:
+    """A rich Console; rich is imported on the first (30 ms a command that prints none spares)."""
+    from rich.console import Console
+
+    return Console(**kwargs)
+
+
 @contextlib.contextmanager
 def text_out(out: str | None, append: bool = False, width: int = 120) -> Iterator[Console]:
     """A rich Console writing to the file `out` (plain, `width` columns), or to the terminal.
@@ -131,11 +141,11 @@ def text_out(out: str | None, append: bool = False, width: int = 120) -> Iterato
         UsageError: `out` cannot be opened or written.
     """
     if out is None:
-        yield Console()
+        yield new_console()
         return
     try:
         with open(out, "a" if appends(out, append) else "w", encoding="utf-8") as f:
-            yield Console(file=f, width=width, no_color=True)
+            yield new_console(file=f, width=width, no_color=True)
     except OSError as e:
         raise UsageError(f"--out {out}: {e.strerror}") from None
 

@@ -9,9 +9,8 @@ import warnings
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from badput.cli.common import Format
+from badput.cli.common import Format, new_console
 from badput.errors import UsageError
 
 __all__ = ["estimate_app", "parse_quantity"]
@@ -74,7 +73,7 @@ def _emit(kind: str, result: object, fmt: Format) -> None:
         sys.stdout.buffer.write(encode(document(kind, result)))
         sys.stdout.flush()
     else:
-        render(kind, result, Console())
+        render(kind, result, new_console())
 
 
 def _read_analysis(path: str) -> Any:

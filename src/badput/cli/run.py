@@ -13,9 +13,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from rich.console import Console
-
 from badput.cli.child import exit_status, owned_child
+from badput.cli.common import new_console
 from badput.errors import UsageError
 
 __all__ = ["run_metered"]
@@ -50,7 +49,7 @@ def run_metered(command: list[str], out: str | None) -> int:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_AUTORUN), env.get("PYTHONPATH")) if p)
         with owned_child(command, env) as child:
             code = exit_status(child.wait())
-        console = Console(stderr=True)
+        console = new_console(stderr=True)
         try:
             with open(path, encoding="utf-8") as f:
                 summary = json.load(f)

@@ -6,9 +6,9 @@ import subprocess
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from badput.cli.child import exit_status, owned_child
+from badput.cli.common import new_console
 from badput.errors import UsageError
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def record_command(command: list[str], out: str, hz: float) -> int:
         sampler.start()
         code = exit_status(_wait_with_progress(proc, sampler, hz))
     summary = sampler.stop()
-    render_sampler_summary(summary, Console(stderr=True))
+    render_sampler_summary(summary, new_console(stderr=True))
     return code
 
 

@@ -6,15 +6,14 @@ results in input order, whatever order they complete in, so reports never depend
 
 from __future__ import annotations
 
-import logging
-import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from badput._memory import keep_freed_memory, memory_kept
 from badput.errors import BadputError, UsageError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "RayExecutor"]
 
@@ -75,6 +74,11 @@ class LocalExecutor:
     def _pool(
         self, fn: Callable[..., R], items: Sequence[tuple[Any, ...]], progress: Progress | None
     ) -> Iterator[R]:
+        # Imported here: a command on one trace (most) starts no pool, and these take 10 ms.
+        import multiprocessing
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from concurrent.futures.process import BrokenProcessPool
+
         # Not fork: the driver may hold threads (rich's live display) and fork copies locks.
         forkserver = "forkserver" in multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("forkserver" if forkserver else "spawn")
@@ -141,6 +145,8 @@ class RayExecutor:
         progress: Progress | None = None,
     ) -> Iterator[R]:
         """Results of `fn(*item)` for each item, in input order."""
+        import logging
+
         try:
             import ray
         except ImportError as e:
