@@ -702,3 +702,60 @@ def test_packed_order_key_sorts_as_the_four_key_lexsort() -> None:
     wide = np.array([0, 1 << 61], dtype=np.int64)
     two = np.zeros(2, np.int32)
     assert _order_key(wide, np.zeros(2, np.int8), two, np.array([0, 3], np.int32)) is None
+
+
+@pytest.mark.skipif(c_paths() is None, reason="the C helpers are not built")
+def test_node_keys_in_c_equal_the_packed_key_of_the_class_and_depth_columns() -> None:
+    # build_graph packs its node order key in one C pass from the host events' depths
+    # (node_keys); numpy builds the class and depth-key columns and packs them (_order_key).
+    from badput.analysis._graph import (
+        _GPU_END,
+        _GPU_START,
+        _HOST_END,
+        _HOST_START,
+        _node_keys,
+        _order_key,
+    )
+
+    fast = c_paths()
+    rng = np.random.default_rng(11)
+    shapes = [(0, 5), (6, 0), (1, 1)] + [
+        (int(rng.integers(0, 300)), int(rng.integers(0, 300))) for _ in range(40)
+    ]
+    for n_host, n_gpu in shapes:
+        n_ev = n_host + n_gpu
+        t = rng.integers(10**15, 10**15 + 40, 2 * n_ev).astype(np.int64)  # many ties
+        depth = rng.integers(0, int(rng.integers(1, 9)), n_host).astype(np.int32)
+        ev_chain = rng.integers(0, 13, n_ev).astype(np.int32)
+        chain = np.concatenate([ev_chain, ev_chain])
+        cls = np.concatenate(
+            [
+                np.full(n_host, _HOST_START, np.int8),
+                np.full(n_gpu, _GPU_START, np.int8),
+                np.full(n_host, _HOST_END, np.int8),
+                np.full(n_gpu, _GPU_END, np.int8),
+            ]
+        )
+        zeros = np.zeros(n_gpu, np.int32)
+        sub = np.concatenate([depth, zeros, -depth, zeros])
+        want = _order_key(t, cls, sub, chain)
+        got = _node_keys(fast, t, chain, depth)
+        assert want is not None and got is not None
+        np.testing.assert_array_equal(got, want)
+        if n_host and n_gpu:  # the order it gives: the four-key lexsort
+            order = np.argsort(got, kind="stable")
+            assert np.array_equal(order, np.lexsort((chain, sub, cls, t)))
+    # Past 62 bits no key (the lexsort instead), as _order_key; a value outside its bits or
+    # arrays of other lengths are refused by the C pass itself.
+    wide = np.array([0, 1 << 61], dtype=np.int64)
+    assert _node_keys(fast, wide, np.array([0, 3], np.int32), np.zeros(1, np.int32)) is None
+    t2, c2, d2 = np.array([5, 9], np.int64), np.array([0, 1], np.int32), np.array([2], np.int32)
+    out = np.empty(2, np.int64)
+    with pytest.raises(ValueError, match="out of its range"):
+        fast.node_keys(t2, c2, d2, 6, 3, 1, out)  # a time before t_lo
+    with pytest.raises(ValueError, match="out of its range"):
+        fast.node_keys(t2, np.array([0, 2], np.int32), d2, 5, 3, 1, out)  # chain over 1 bit
+    with pytest.raises(ValueError, match="out of its range"):
+        fast.node_keys(t2, c2, d2, 5, 2, 1, out)  # depth keys 0..4 need 3 bits
+    with pytest.raises(ValueError, match="mismatched"):
+        fast.node_keys(t2, c2, d2, 5, 3, 1, np.empty(3, np.int64))

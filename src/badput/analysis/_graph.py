@@ -247,6 +247,28 @@ def _order_key(t: I64, cls: Ints, sub: Ints, chain: Ints) -> I64 | None:
     return key
 
 
+def _node_keys(
+    fast: Any, t: I64, chain: npt.NDArray[np.int32], depth: npt.NDArray[np.int32]
+) -> I64 | None:
+    """`_order_key` of a graph's nodes in one C pass (`_paths.node_keys`), from their depths.
+
+    Node ids as `build_graph` numbers them (host starts, GPU starts, host ends, GPU ends);
+    `depth` per host event. None where the parts do not fit 62 bits (as `_order_key`).
+    """
+    if t.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    d_max = int(depth.max()) if depth.shape[0] else 0
+    t0 = int(t.min())
+    t_bits = (int(t.max()) - t0).bit_length()
+    s_bits = (2 * d_max).bit_length()  # depth keys from -d_max to d_max
+    c_bits = int(chain.max()).bit_length()
+    if t_bits + 2 + s_bits + c_bits > 62 or int(chain.min()) < 0 or int(depth.min(initial=0)) < 0:
+        return None
+    key = np.empty(t.shape[0], dtype=np.int64)
+    fast.node_keys(t, chain, depth, t0, s_bits, c_bits, key)
+    return key
+
+
 def _chain_pred(chain: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
     """Per node, the node before it on its chain (`NO_ID` at a chain's first): chain edges."""
     pred = np.full(chain.shape[0], NO_ID, dtype=np.int32)
@@ -623,31 +645,35 @@ def build_graph(
     # chains) and temporaries go as soon as they are used (issue 19's memory budget).
     t = np.concatenate([h_start, g_start, h_end, g_end])
     del h_start, h_end
-    cls = np.concatenate(
-        [
-            np.full(n_host, _HOST_START, dtype=np.int8),
-            np.full(n_gpu, _GPU_START, dtype=np.int8),
-            np.full(n_host, _HOST_END, dtype=np.int8),
-            np.full(n_gpu, _GPU_END, dtype=np.int8),
-        ]
-    )
     depth32 = depth.astype(np.int32)
-    zeros32 = np.zeros(n_gpu, np.int32)
-    sub = np.concatenate([depth32, zeros32, -depth32, zeros32])
     event_chain = ev_chain.astype(np.int32)
     chain = np.concatenate([event_chain, event_chain])
-    del depth, depth32, zeros32, ev_chain
+    del depth, ev_chain
+    fast = c_paths() if n_ev else None
     # The order: by time, class, depth key, chain, then input order (one packed key, its
     # parts freed before the sort: millions of nodes).
-    key = _order_key(t, cls, sub, chain)
-    if key is not None:
+    key = _node_keys(fast, t, chain, depth32) if fast is not None else None
+    topo: I64 | None = None
+    if key is None:  # numpy: the class and depth-key columns, then the same key
+        cls = np.concatenate(
+            [
+                np.full(n_host, _HOST_START, dtype=np.int8),
+                np.full(n_gpu, _GPU_START, dtype=np.int8),
+                np.full(n_host, _HOST_END, dtype=np.int8),
+                np.full(n_gpu, _GPU_END, dtype=np.int8),
+            ]
+        )
+        zeros32 = np.zeros(n_gpu, np.int32)
+        sub = np.concatenate([depth32, zeros32, -depth32, zeros32])
+        del zeros32
+        if (key := _order_key(t, cls, sub, chain)) is None:
+            topo = np.lexsort((chain, sub, cls, t)).astype(np.int64, copy=False)
         del cls, sub
-        topo: I64 = np.argsort(key, kind="stable").astype(np.int64, copy=False)
-        del key
-    else:
-        topo = np.lexsort((chain, sub, cls, t)).astype(np.int64, copy=False)
-        del cls, sub
-    fast = c_paths() if n_ev else None
+    del depth32
+    if topo is None:
+        assert key is not None
+        topo = np.argsort(key, kind="stable").astype(np.int64, copy=False)
+    del key
     pos = np.empty(2 * n_ev, dtype=np.int32)
     if fast is not None:  # one pass: the node arrays and the chain edges' sources
         node_event, pred = np.empty_like(pos), np.empty_like(pos)

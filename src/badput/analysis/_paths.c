@@ -4,9 +4,9 @@
  * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors), the
  * sort keys and the parents of nesting's sweep (event_keys, nest_parents), the intersection of
  * two canonical interval sets (overlaps, for badput.analysis.intervals), a what-if's host
- * edge weights (shrink), a dependency graph's node arrays and chain edges (graph_nodes,
- * chain_types, for badput.analysis._graph), and the time spans cover before each of its host
- * nodes (span_cover).
+ * edge weights (shrink), a dependency graph's order keys, node arrays and chain edges
+ * (node_keys, graph_nodes, chain_types, for badput.analysis._graph), and the time spans cover
+ * before each of its host nodes (span_cover).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -624,6 +624,60 @@ static PyObject *scale_masked(PyObject *self, PyObject *args) {
     return finish(bs, 2, NULL);
 }
 
+/* node_keys(t, chain, depth, t_lo, s_bits, c_bits, key_out) -> None
+ *
+ * The order key of a dependency graph's 2E nodes (badput.analysis._graph._order_key packs the
+ * same from its class and depth-key columns): (t - t_lo, class, depth key, chain) in one
+ * int64, `s_bits` bits for the depth key and `c_bits` for the chain. Node ids as graph_nodes
+ * takes them: host starts [0, H), GPU starts [H, E), host ends [E, E + H), GPU ends after, H
+ * the length of depth (int32, per host event, non-negative). Classes: GPU end 0, host end 1,
+ * host start 2, GPU start 3; the depth key is a host start's depth, a host end's minus it, a
+ * GPU node's 0, each plus the largest depth. t (int64) and chain (int32) per node id; a value
+ * that would not fit its bits is refused. One pass, in place of two columns and six. */
+static PyObject *node_keys(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    buf bs[4] = {{0}};
+    long long t_lo;
+    int s_bits, c_bits;
+    if (!PyArg_ParseTuple(args, "OOOLiiO", &o[0], &o[1], &o[2], &t_lo, &s_bits, &c_bits, &o[3]))
+        return NULL;
+    static const Py_ssize_t bsize[4] = {8, 4, 4, 8};
+    if (get_all(o, bs, 4, bsize, 3) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8, n_host = bs[2].b.len / 4;
+    if (n % 2 || bs[1].b.len / 4 != n || bs[3].b.len / 8 != n || 2 * n_host > n) {
+        return refuse(bs, 4, "node_keys: arrays of mismatched lengths");
+    }
+    if (s_bits < 0 || c_bits < 0 || s_bits + c_bits > 60) {
+        return refuse(bs, 4, "node_keys: key parts too wide");
+    }
+    const int64_t *t = bs[0].b.buf;
+    const int32_t *chain = bs[1].b.buf, *depth = bs[2].b.buf;
+    int64_t *key = bs[3].b.buf;
+    Py_ssize_t n_ev = n / 2;
+    int64_t s_top = ((int64_t)1 << s_bits) - 1, c_top = ((int64_t)1 << c_bits) - 1;
+    int64_t t_top = (INT64_MAX >> (2 + s_bits + c_bits)), d_max = 0;
+    const char *bad = NULL;
+    for (Py_ssize_t i = 0; i < n_host; i++) {
+        if (depth[i] > d_max) d_max = depth[i];
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v < n; v++) {
+        Py_ssize_t e = v < n_ev ? v : v - n_ev;
+        int host = e < n_host;
+        int64_t cls = host ? (v < n_ev ? 2 : 1) : (v < n_ev ? 3 : 0);
+        int64_t sub = d_max + (host ? (v < n_ev ? depth[e] : -(int64_t)depth[e]) : 0);
+        int64_t dt = (int64_t)((uint64_t)t[v] - (uint64_t)t_lo);
+        if (t[v] < t_lo || dt > t_top || sub < 0 || sub > s_top || chain[v] < 0 ||
+            chain[v] > c_top) {
+            bad = "node_keys: a time, depth or chain out of its range";
+            break;
+        }
+        key[v] = ((((dt << 2) | cls) << s_bits | sub) << c_bits) | chain[v];
+    }
+    Py_END_ALLOW_THREADS
+    return finish(bs, 4, bad);
+}
+
 /* graph_nodes(topo, t, chain, pos_out, event_out, start_out, ns_out, pred_out) -> None
  *
  * A dependency graph's node arrays from its topological order (badput.analysis._graph):
@@ -877,6 +931,7 @@ static PyMethodDef methods[] = {
     {"shrink", shrink, METH_VARARGS, "A what-if's new host edge weights, in place."},
     {"edge_time", edge_time, METH_VARARGS, "What host edges hold of a per-node quantity."},
     {"scale_masked", scale_masked, METH_VARARGS, "Masked weights scaled, in place."},
+    {"node_keys", node_keys, METH_VARARGS, "A graph's node order keys, packed."},
     {"graph_nodes", graph_nodes, METH_VARARGS, "A graph's node arrays from its order."},
     {"chain_types", chain_types, METH_VARARGS, "Each graph node's chain edge type and weight."},
     {"span_cover", span_cover, METH_VARARGS, "Time a chain's spans cover before each host node."},
