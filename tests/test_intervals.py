@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,6 +116,35 @@ def test_intersect_and_subtract_without_the_c_helpers(a: Spans, b: Spans) -> Non
     with _numpy_only():
         check(build(a).intersect(build(b)), points(a) & points(b))
         check(build(a).subtract(build(b)), points(a) - points(b))
+
+
+@PROPS
+@given(spans_st, spans_st)
+def test_from_spans_and_union_without_the_c_helpers(a: Spans, b: Spans) -> None:
+    # The tests above merge the sorted spans in one C pass (span_union, where built); these,
+    # numpy's running maximum, to the same sets.
+    with _numpy_only():
+        check(build(a), points(a))
+        check(build(a).union(build(b)), points(a) | points(b))
+
+
+def test_span_union_refuses_what_from_spans_never_gives_it() -> None:
+    # The C pass takes non-empty spans in start order; anything else is refused, not merged.
+    from badput.analysis._nesting import c_paths
+
+    fast = c_paths()
+    if fast is None:
+        pytest.skip("the C helpers are not built")
+    s, e = np.array([5, 1], np.int64), np.array([9, 4], np.int64)
+    out_s, out_e = np.empty(2, np.int64), np.empty(2, np.int64)
+    assert fast.span_union(s, e, np.array([1, 0], np.int64), out_s, out_e) == 2
+    assert out_s.tolist() == [1, 5] and out_e.tolist() == [4, 9]
+    with pytest.raises(ValueError, match="out of order"):
+        fast.span_union(s, e, np.array([0, 1], np.int64), out_s, out_e)
+    with pytest.raises(ValueError, match="empty span"):
+        fast.span_union(s, np.array([9, 1], np.int64), np.array([1, 0], np.int64), out_s, out_e)
+    with pytest.raises(ValueError, match="out of range"):
+        fast.span_union(s, e, np.array([1, 2], np.int64), out_s, out_e)
 
 
 @PROPS

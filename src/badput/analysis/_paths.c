@@ -3,10 +3,11 @@
  * a subset's nesting read off a nested forest (sub_forest, for badput.analysis._nesting),
  * each node's nearest and farthest marked ancestor in such a forest (marked_ancestors), the
  * sort keys and the parents of nesting's sweep (event_keys, nest_parents), the intersection of
- * two canonical interval sets (overlaps, for badput.analysis.intervals), a what-if's host
- * edge weights (shrink), a dependency graph's order keys, node arrays and chain edges
- * (node_keys, graph_nodes, chain_types, for badput.analysis._graph), and the time spans cover
- * before each of its host nodes (span_cover).
+ * two canonical interval sets and the union of spans (overlaps, span_union, for
+ * badput.analysis.intervals), a what-if's host edge weights (shrink), a dependency graph's
+ * order keys, node arrays and chain edges (node_keys, graph_nodes, chain_types, for
+ * badput.analysis._graph), and the time spans cover before each of its host nodes
+ * (span_cover).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -491,6 +492,61 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
  * every argument int64, the outputs of at least len(a) + len(b) items (more than the pieces
  * two such sets can share). One merge of the two: each pair that overlaps gives one piece,
  * in order; returns the number of pieces written. */
+/* span_union(starts, ends, order, out_starts, out_ends) -> k
+ *
+ * The union of spans [starts[i], ends[i]) (int64, every one non-empty) taken in `order`
+ * (int64, the positions by start, ties in input order: badput.analysis.intervals'
+ * from_spans): a span that starts past the reach of those before it (their largest end)
+ * begins a new interval, whose end is that reach where the next begins. The k intervals are
+ * written to out_starts and out_ends (room for all). One pass, in place of a running maximum,
+ * a mask and four gathers. */
+static PyObject *span_union(PyObject *self, PyObject *args) {
+    PyObject *o[5];
+    buf bs[5] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    static const Py_ssize_t bsize[5] = {8, 8, 8, 8, 8};
+    if (get_all(o, bs, 5, bsize, 3) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[2].b.len / 8 != n || bs[3].b.len / 8 < n ||
+        bs[4].b.len / 8 < n) {
+        return refuse(bs, 5, "span_union: arrays of mismatched lengths");
+    }
+    const int64_t *start = bs[0].b.buf, *end = bs[1].b.buf, *order = bs[2].b.buf;
+    int64_t *out_start = bs[3].b.buf, *out_end = bs[4].b.buf;
+    Py_ssize_t k = 0;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t last_start = 0, reach = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t at = order[i];
+        if (at < 0 || at >= n) {
+            bad = "span_union: a position out of range";
+            break;
+        }
+        int64_t s = start[at], e = end[at];
+        if (e <= s || (i > 0 && s < last_start)) {
+            bad = "span_union: an empty span, or spans out of order";
+            break;
+        }
+        last_start = s;
+        if (k == 0 || s > reach) {
+            if (k) out_end[k - 1] = reach;
+            out_start[k++] = s;
+            reach = e;
+        } else if (e > reach) {
+            reach = e;
+        }
+    }
+    if (k) out_end[k - 1] = reach;
+    Py_END_ALLOW_THREADS
+    release(bs, 5);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(k);
+}
+
 static PyObject *overlaps(PyObject *self, PyObject *args) {
     PyObject *o[6];
     buf bs[6] = {{0}};
@@ -927,6 +983,7 @@ static PyMethodDef methods[] = {
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},
     {"event_keys", event_keys, METH_VARARGS, "nest's sort keys of the opens and the closes."},
     {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
+    {"span_union", span_union, METH_VARARGS, "The union of spans, in one pass."},
     {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
     {"shrink", shrink, METH_VARARGS, "A what-if's new host edge weights, in place."},
     {"edge_time", edge_time, METH_VARARGS, "What host edges hold of a per-node quantity."},
