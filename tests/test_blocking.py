@@ -450,3 +450,28 @@ def test_cloverleaf_nsys_export_partition(shared_traces: Path) -> None:
     findings = {f.id: f for f in diagnose_device(ctx.trace, ctx.analysis)}
     assert findings["synchronization"].title.startswith("1,523 blocking host calls in the window")
     assert_partition(path)
+
+
+def test_context_rows_are_found_once_per_set_of_kinds_and_read_only() -> None:
+    # Several rules ask for the same rows (ops and annotations, runtime calls, this GPU's
+    # kernels): found once, whatever the order of the kinds, the same as the mask gives, and
+    # read-only (a rule that wrote into them would change the next rule's).
+    import numpy as np
+
+    from badput.analysis._nesting import is_kind
+    from badput.trace.model import EventKind
+
+    path = Path(__file__).parent / "data" / "traces" / "param-dlrm-8rank"
+    (ctx,) = contexts(sorted(path.glob("worker0*"))[0])
+    ops = ctx.rows(EventKind.CPU_OP, EventKind.ANNOTATION)
+    assert ctx.rows(EventKind.ANNOTATION, EventKind.CPU_OP) is ops
+    kind = ctx.trace.kind
+    want = (kind == EventKind.CPU_OP) | (kind == EventKind.ANNOTATION)
+    np.testing.assert_array_equal(ops, np.flatnonzero(want & ctx.in_window))
+    assert ops.shape[0] > 1000 and not ops.flags.writeable
+    mine = ctx.rows(EventKind.KERNEL, on_device=True)
+    assert mine is not ctx.rows(EventKind.KERNEL) and mine is ctx.rows(
+        EventKind.KERNEL, on_device=True
+    )
+    on_gpu = is_kind(kind, (EventKind.KERNEL,)) & (ctx.trace.device == ctx.analysis.device)
+    np.testing.assert_array_equal(mine, np.flatnonzero(on_gpu & ctx.in_window))

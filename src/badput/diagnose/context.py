@@ -67,6 +67,9 @@ class DeviceContext:
         default_factory=dict, init=False, repr=False
     )
     _what_if_paths: list[CriticalPath] = field(default_factory=list, init=False, repr=False)
+    _rows: dict[tuple[frozenset[int], bool], npt.NDArray[np.intp]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     @property
     def timeline(self) -> Timeline:
@@ -133,11 +136,20 @@ class DeviceContext:
         return (ts >= w0) & (ts < w0 + self.analysis.window_ns)
 
     def rows(self, *kinds: EventKind, on_device: bool = False) -> npt.NDArray[np.intp]:
-        """Row indices of the given kinds inside the window (optionally on this GPU only)."""
-        mask = is_kind(self.trace.kind, kinds) & self.in_window
-        if on_device:
-            mask &= self.trace.device == self.analysis.device
-        return np.flatnonzero(mask)
+        """Row indices of the given kinds inside the window (optionally on this GPU only).
+
+        Found once per set of kinds (several rules ask for the same: each a pass over every
+        row), and read-only.
+        """
+        key = (frozenset(int(k) for k in kinds), on_device)
+        if (found := self._rows.get(key)) is None:
+            mask = is_kind(self.trace.kind, kinds) & self.in_window
+            if on_device:
+                mask &= self.trace.device == self.analysis.device
+            found = np.flatnonzero(mask)
+            found.setflags(write=False)
+            self._rows[key] = found
+        return found
 
     def named(self, rows: npt.NDArray[np.intp], names: frozenset[str]) -> npt.NDArray[np.intp]:
         """The rows whose name is in `names`."""
