@@ -379,6 +379,24 @@ def test_backward_without_fwdbwd_flows_has_no_module_and_says_so(tmp_path: Path)
     assert len(tree.notes) == 1 and "fwdbwd" in tree.notes[0]
 
 
+def test_only_threads_without_module_frames_leave_their_work_without_a_module(
+    tmp_path: Path,
+) -> None:
+    # Without fwdbwd flows, work launched outside any module frame is noted where its thread
+    # has no module frame at all (the autograd thread), not where the thread has some (a
+    # second thread with modules, here one before and one after its op's launch).
+    b = TraceBuilder()
+    _forward_backward(b, flows=False)
+    worker = 7000
+    b.python_frame("nn.Module: Head_0", 500, 520, tid=worker)
+    b.cpu_op("aten::relu", 530, 560, tid=worker)
+    b.launch("relu_kernel", cpu=(540, 550), gpu=(600, 650), tid=worker)
+    b.python_frame("nn.Module: Tail_0", 570, 590, tid=worker)
+    trace, tree = _tree(b, tmp_path)
+    assert tree.module_of(_entry(trace, tree, "relu_kernel")) is None
+    assert len(tree.notes) == 1 and tree.notes[0].startswith("1 activities launched")
+
+
 # ---- robustness ----------------------------------------------------------------------------
 
 

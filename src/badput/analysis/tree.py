@@ -291,7 +291,11 @@ def launch_tree(trace: Trace) -> LaunchTree:
     module_node[need] = fwd_module
     if is_module.any() and FWDBWD_FLOW not in trace.names:
         # Work launched from ops on threads without module frames (the autograd thread).
-        module_threads = np.unique(nodes.thread[is_module])
+        # The module frames' threads, ascending as the nodes are (open order: by thread first).
+        threads = nodes.thread[is_module]
+        changes = np.ones(threads.shape[0], dtype=np.bool_)
+        np.not_equal(threads[1:], threads[:-1], out=changes[1:])
+        module_threads = threads[changes]
         launched = launch_node >= 0
         thread_of = take(nodes.thread, launch_node)
         orphan = launched & (inner_op >= 0) & (module_node < 0)
