@@ -485,13 +485,6 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
     return PyBool_FromLong(nested);
 }
 
-/* overlaps(a_starts, a_ends, b_starts, b_ends, out_starts, out_ends) -> int
- *
- * The intersection of two canonical interval sets (badput.analysis.intervals: starts
- * ascending, each interval of positive length and ending strictly before the next starts),
- * every argument int64, the outputs of at least len(a) + len(b) items (more than the pieces
- * two such sets can share). One merge of the two: each pair that overlaps gives one piece,
- * in order; returns the number of pieces written. */
 /* span_union(starts, ends, order, out_starts, out_ends) -> k
  *
  * The union of spans [starts[i], ends[i]) (int64, every one non-empty) taken in `order`
@@ -539,14 +532,18 @@ static PyObject *span_union(PyObject *self, PyObject *args) {
     }
     if (k) out_end[k - 1] = reach;
     Py_END_ALLOW_THREADS
+    if (bad) return finish(bs, 5, bad);
     release(bs, 5);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, bad);
-        return NULL;
-    }
     return PyLong_FromSsize_t(k);
 }
 
+/* overlaps(a_starts, a_ends, b_starts, b_ends, out_starts, out_ends) -> int
+ *
+ * The intersection of two canonical interval sets (badput.analysis.intervals: starts
+ * ascending, each interval of positive length and ending strictly before the next starts),
+ * every argument int64, the outputs of at least len(a) + len(b) items (more than the pieces
+ * two such sets can share). One merge of the two: each pair that overlaps gives one piece,
+ * in order; returns the number of pieces written. */
 static PyObject *overlaps(PyObject *self, PyObject *args) {
     PyObject *o[6];
     buf bs[6] = {{0}};
