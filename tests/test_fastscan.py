@@ -252,6 +252,40 @@ def test_scanner_values() -> None:
     assert scanned.labels == ["stream 7"]
 
 
+@needs_c
+@pytest.mark.parametrize("tail", ["", " " * 9])  # digits within 8 bytes of the text's end, or not
+def test_digit_runs_of_every_length(tail: str) -> None:
+    """Integers and microseconds of 1 to 20 digits, read eight at a time and one at a time.
+
+    Up to 18 digits an integer is read, up to 16 the whole microseconds of a time within
+    int64 nanoseconds (more are refused: the slow path decides). The bytes just past the
+    digits' range end a run, and are refused after a number; "0" alone is a number, a leading
+    zero before another digit is refused.
+    """
+    for n in range(1, 21):
+        for lead in "19":
+            digits = lead + "".join(str((7 * i + n) % 10) for i in range(1, n))
+            for after in ("", ".5", "x", ":", "?", "/"):  # bytes just past the digits' range
+                text = f'[{{"ph": "X", "ts": 2, "args": {{"device": {digits}{after}}}}}{tail}]'
+                scanned = _fastscan.scan(text.encode())
+                if n > 18 or after:  # too long, a fraction, or junk after the number
+                    assert scanned is None, (digits, after)
+                else:
+                    assert scanned is not None, digits
+                    assert scanned.column("device", np.int64).tolist() == [int(digits)]
+                text = f'[{{"ph": "X", "ts": 1, "dur": -{digits}{after}}}{tail}]'
+                scanned = _fastscan.scan(text.encode())
+                if n > 16 or int(digits) > 9223372036854774 or after not in ("", ".5"):
+                    assert scanned is None, (digits, after)
+                else:
+                    assert scanned is not None, (digits, after)
+                    ns = int(digits) * 1000 + (500 if after else 0)
+                    assert scanned.column("dur", np.int64).tolist() == [-ns]
+    assert _fastscan.scan(b'[{"ph": "X", "ts": 0, "dur": 0.25}]') is not None
+    for bad in (b"00", b"01", b"0123456789"):
+        assert _fastscan.scan(b'[{"ph": "X", "ts": ' + bad + b"}]") is None
+
+
 # Every branch of a piece's derived columns (`_fastscan.derive` in C, `_Columns._derive` in
 # numpy): GPU rows with and without their device and stream, host rows (neither), flows, the
 # allocator's events on a GPU and on the CPU, the lower-case op id and bad times (no start;

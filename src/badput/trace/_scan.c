@@ -428,6 +428,49 @@ static int skip_value(cursor *c, int depth) {
     }
 }
 
+/* The run of decimal digits at c->p, at most `max` of them (max <= 18), into *out; the
+ * count read, or -1 where the run is longer than `max`. Eight bytes at a time where eight
+ * are left: a byte b is a digit iff its high nibble is 3 and that of b + 6 is too; adding 6
+ * to every byte can carry only into later bytes, so the first non-digit is found exactly. */
+static inline int scan_digits(cursor *c, int max, uint64_t *out) {
+    static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                      100000000};
+    uint64_t v = 0;
+    int n = 0;
+#ifdef WORD_SCAN
+    while (c->end - c->p >= 8) {
+        uint64_t w;
+        memcpy(&w, c->p, 8);
+        uint64_t odd = ((w & BYTES(0xF0)) ^ BYTES(0x30)) |
+                       (((w + BYTES(0x06)) & BYTES(0xF0)) ^ BYTES(0x30));
+        int k = odd ? __builtin_ctzll(odd) >> 3 : 8;
+        if (k == 0) break;
+        if (n + k > max) return -1;
+        /* the k digits to the top bytes (the first the lowest), zeros below: eight digits
+         * with leading zeros, combined pairwise, then by fours, then by eights */
+        uint64_t d = (w << (8 * (8 - k))) & BYTES(0x0F);
+        d = (d * 2561) >> 8;
+        d = ((d & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
+        d = ((d & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
+        v = v * POW10[k] + d;
+        n += k;
+        c->p += k;
+        if (k < 8) {
+            *out = v;
+            return n;
+        }
+    }
+#endif
+    while (c->p < c->end && is_digit(*c->p)) {
+        if (n >= max) return -1;
+        v = v * 10 + (uint64_t)(*c->p - '0');
+        n++;
+        c->p++;
+    }
+    *out = v;
+    return n;
+}
+
 /* A JSON integer (no fraction, no exponent) into int64; -1 if it is anything else. */
 static int scan_int(cursor *c, int64_t *out) {
     int neg = 0;
@@ -435,15 +478,10 @@ static int scan_int(cursor *c, int64_t *out) {
         neg = 1;
         c->p++;
     }
-    const char *start = c->p;
-    uint64_t v = 0;
+    uint64_t v;
     if (c->end - c->p >= 2 && c->p[0] == '0' && is_digit(c->p[1])) return -1; /* "01" */
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-        if (c->p - start >= 18) return -1; /* could overflow: let the slow path decide */
-        v = v * 10 + (uint64_t)(*c->p - '0');
-        c->p++;
-    }
-    if (c->p == start) return -1;
+    /* more than 18 digits could overflow: the slow path decides */
+    if (scan_digits(c, 18, &v) <= 0) return -1;
     if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) return -1;
     *out = neg ? -(int64_t)v : (int64_t)v;
     return 0;
@@ -457,15 +495,9 @@ static int scan_us(cursor *c, int64_t *out) {
         neg = 1;
         c->p++;
     }
-    const char *start = c->p;
-    uint64_t whole = 0;
+    uint64_t whole;
     if (c->end - c->p >= 2 && c->p[0] == '0' && is_digit(c->p[1])) return -1; /* "01" */
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-        if (c->p - start >= 16) return -1;
-        whole = whole * 10 + (uint64_t)(*c->p - '0');
-        c->p++;
-    }
-    if (c->p == start) return -1;
+    if (scan_digits(c, 16, &whole) <= 0) return -1;
     uint64_t frac = 0;
     int frac_digits = 0;
     if (c->p < c->end && *c->p == '.') {
