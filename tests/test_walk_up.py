@@ -52,6 +52,33 @@ def test_c_and_numpy_walks_agree_and_match_by_hand(
         near, far = _by_hand(parent, start, m)
         assert cf.tolist() == nf.tolist() == near
         assert cl.tolist() == nl.tolist() == far
+        assert cf.dtype == cl.dtype == nf.dtype == np.int64
+    # One of the two alone: the other list is empty, this one the same.
+    for c_paths in (True, False):
+        if c_paths:
+            monkeypatch.delenv("BADPUT_NO_C_PATHS")
+        first, last = walk_up(parent, start, masks, farthest=False)
+        assert last == [] and [f.tolist() for f in first] == [f.tolist() for f in np_first]
+        first, last = walk_up(parent, start, masks, nearest=False)
+        assert first == [] and [la.tolist() for la in last] == [la.tolist() for la in np_last]
+
+
+@pytest.mark.skipif(_nesting.c_paths() is None, reason="the C helpers are not built")
+def test_c_pass_refuses_what_it_cannot_write() -> None:
+    fast = _nesting.c_paths()
+    parent = np.array([NO_ID, 0, 1], dtype=np.int64)
+    mark = np.array([1, 0, 1], dtype=np.uint8)
+    near, far = np.empty(3, dtype=np.int32), np.empty(3, dtype=np.int32)
+    fast.marked_ancestors(parent, mark, near, None)
+    assert near.tolist() == [0, 0, 2]
+    fast.marked_ancestors(parent, mark, None, far)
+    assert far.tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match="no output"):
+        fast.marked_ancestors(parent, mark, None, None)
+    with pytest.raises(ValueError, match="mismatched"):  # int64 outputs: not the pass's
+        fast.marked_ancestors(parent, mark, np.empty(3, dtype=np.int64), None)
+    with pytest.raises(ValueError, match="mismatched"):
+        fast.marked_ancestors(parent, mark, near, np.empty(2, dtype=np.int32))
 
 
 def test_a_forest_out_of_open_order_takes_the_numpy_walk() -> None:

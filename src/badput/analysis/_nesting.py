@@ -415,20 +415,23 @@ def is_kind(kind: npt.NDArray[np.integer], kinds: tuple[EventKind, ...]) -> Bool
     return out
 
 
-def walk_up(parent: I64, start: I64, masks: list[Bools]) -> tuple[list[I64], list[I64]]:
+def walk_up(
+    parent: I64, start: I64, masks: list[Bools], *, nearest: bool = True, farthest: bool = True
+) -> tuple[list[I64], list[I64]]:
     """Nearest and farthest node of each mask on the chain from `start` up to its root.
 
-    `NO_ID` where none is (and for a `start` of `NO_ID`). In C where built, for many starts:
-    one pass over the forest per mask (its parents come before their children, as `nest`
-    orders them; the pass refuses a forest that is not, and the walk below runs instead),
-    not one vector step per level of the deepest chain.
+    `NO_ID` where none is (and for a `start` of `NO_ID`). Without `nearest` (`farthest`) the
+    first (second) list is empty: not found. In C where built, for many starts: one pass over
+    the forest per mask (its parents come before their children, as `nest` orders them; the
+    pass refuses a forest that is not, and the walk below runs instead), not one vector step
+    per level of the deepest chain.
     """
     fast = c_paths()
     # The pass covers every node: worth it for starts by the hundred thousand, not a few.
     if fast is not None and start.shape[0] * 16 >= parent.shape[0] > 0:
         try:
-            return _walk_up_c(fast, parent, start, masks)
-        except ValueError:  # a parent after its child
+            return _walk_up_c(fast, parent, start, masks, nearest, farthest)
+        except ValueError:  # a parent after its child (or too many nodes for the pass)
             pass
     n = start.shape[0]
     first = [np.full(n, NO_ID, dtype=np.int64) for _ in masks]
@@ -445,23 +448,32 @@ def walk_up(parent: I64, start: I64, masks: list[Bools]) -> tuple[list[I64], lis
         cur = parent[cur]
         keep = cur >= 0
         live, cur = live[keep], cur[keep]
-    return first, last
+    return (first if nearest else []), (last if farthest else [])
 
 
 def _walk_up_c(
-    fast: Any, parent: I64, start: I64, masks: list[Bools]
+    fast: Any, parent: I64, start: I64, masks: list[Bools], nearest: bool, farthest: bool
 ) -> tuple[list[I64], list[I64]]:
-    """`walk_up` by the C pass (`marked_ancestors`); ValueError for a forest out of order."""
+    """`walk_up` by the C pass (`marked_ancestors`); ValueError for a forest out of order.
+
+    The pass writes int32 node indices (half the memory an int64 pair would take per node);
+    the starts' answers are widened.
+    """
     (parent64,) = packed(parent)
     has = start >= 0
     at = np.where(has, start, 0)
-    firsts, lasts = [], []
-    near = np.empty(parent.shape[0], dtype=np.int64)
-    far = np.empty(parent.shape[0], dtype=np.int64)
+    firsts: list[I64] = []
+    lasts: list[I64] = []
+    n = parent.shape[0]
+    near = np.empty(n, dtype=np.int32) if nearest else None
+    far = np.empty(n, dtype=np.int32) if farthest else None
+    none = np.int64(NO_ID)
     for m in masks:
         fast.marked_ancestors(parent64, flags(m), near, far)
-        firsts.append(np.where(has, near[at], NO_ID))
-        lasts.append(np.where(has, far[at], NO_ID))
+        if near is not None:
+            firsts.append(np.where(has, near[at], none))
+        if far is not None:
+            lasts.append(np.where(has, far[at], none))
     return firsts, lasts
 
 

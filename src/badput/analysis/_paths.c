@@ -400,23 +400,34 @@ static PyObject *chain_pred(PyObject *self, PyObject *args) {
 
 /* marked_ancestors(parent, mark, near_out, far_out) -> None
  *
- * parent is int64 (-1 at a root), mark uint8, the outputs int64. A forest whose every parent
- * comes before its child (nesting's open order). near_out[v]: the nearest node on the chain
- * from v (itself included) up to its root whose mark is set, far_out[v]: the farthest; -1
- * where none is. One pass in node order: each node's answers extend its parent's. */
+ * parent is int64 (-1 at a root), mark uint8, the outputs int32, either of them None (not
+ * wanted). A forest whose every parent comes before its child (nesting's open order), of
+ * fewer than 2**31 nodes. near_out[v]: the nearest node on the chain from v (itself included)
+ * up to its root whose mark is set, far_out[v]: the farthest; -1 where none is. One pass in
+ * node order: each node's answers extend its parent's. */
 static PyObject *marked_ancestors(PyObject *self, PyObject *args) {
     PyObject *o[4];
     buf bs[4] = {{0}};
     if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
-    static const Py_ssize_t bsize[4] = {8, 1, 8, 8};
-    if (get_all(o, bs, 4, bsize, 2) < 0) return NULL;
-    Py_ssize_t n = bs[0].b.len / 8;
-    if (bs[1].b.len != n || bs[2].b.len / 8 != n || bs[3].b.len / 8 != n) {
-        return refuse(bs, 4, "marked_ancestors: arrays of mismatched lengths");
+    const int want_near = o[2] != Py_None, want_far = o[3] != Py_None;
+    if (!want_near && !want_far) {
+        PyErr_SetString(PyExc_ValueError, "marked_ancestors: no output wanted");
+        return NULL;
     }
+    static const Py_ssize_t bsize[4] = {8, 1, 4, 4};
+    /* the wanted outputs first among the buffers taken: none is read for a None */
+    PyObject *taken[4] = {o[0], o[1], want_near ? o[2] : o[3], o[3]};
+    const int n_bufs = 2 + want_near + want_far;
+    if (get_all(taken, bs, n_bufs, bsize, 2) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8;
+    if (bs[1].b.len != n || bs[2].b.len / 4 != n || (n_bufs == 4 && bs[3].b.len / 4 != n)) {
+        return refuse(bs, n_bufs, "marked_ancestors: arrays of mismatched lengths");
+    }
+    if (n > INT32_MAX) return refuse(bs, n_bufs, "marked_ancestors: too many nodes for int32");
     const int64_t *parent = bs[0].b.buf;
     const uint8_t *mark = bs[1].b.buf;
-    int64_t *near = bs[2].b.buf, *far = bs[3].b.buf;
+    int32_t *near = want_near ? bs[2].b.buf : NULL;
+    int32_t *far = want_far ? bs[n_bufs - 1].b.buf : NULL;
     const char *bad = NULL;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t v = 0; v < n; v++) {
@@ -425,12 +436,15 @@ static PyObject *marked_ancestors(PyObject *self, PyObject *args) {
             bad = "marked_ancestors: a parent that does not come before its child";
             break;
         }
-        int64_t up_near = p >= 0 ? near[p] : -1, up_far = p >= 0 ? far[p] : -1;
-        near[v] = mark[v] ? (int64_t)v : up_near;
-        far[v] = up_far >= 0 ? up_far : (mark[v] ? (int64_t)v : -1);
+        int32_t self_mark = mark[v] ? (int32_t)v : -1;
+        if (near) near[v] = self_mark >= 0 || p < 0 ? self_mark : near[p];
+        if (far) {
+            int32_t up = p >= 0 ? far[p] : -1;
+            far[v] = up >= 0 ? up : self_mark;
+        }
     }
     Py_END_ALLOW_THREADS
-    return finish(bs, 4, bad);
+    return finish(bs, n_bufs, bad);
 }
 
 /* nest_parents(open_keys, close_keys, g, start, end, parent_out) -> bool

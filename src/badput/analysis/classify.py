@@ -361,7 +361,7 @@ def _by_launching_op(
         del row_has_meta
     start = np.where(linked, tree.launch_node[safe], NO_ID)
     (near_comm, near_op, near_meta), _ = walk_up(
-        tree.host_parent, start, [is_comm_node, is_op_node, has_meta]
+        tree.host_parent, start, [is_comm_node, is_op_node, has_meta], farthest=False
     )
     with_meta = near_meta >= 0
     if meta is not None and with_meta.any():  # the metadata's entry of each node found

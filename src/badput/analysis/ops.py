@@ -340,7 +340,7 @@ def _perf_ops_of_all(trace: Trace, tree: LaunchTree) -> I64:
     direct, wrapper = code == 1, code == 2
     calls, which = distinct(tree.launch_node, host_row.shape[0])
     start = take(parent, calls)
-    _, last = walk_up(parent, start, [direct, wrapper])
+    _, last = walk_up(parent, start, [direct, wrapper], nearest=False)
     node = np.where(last[0] >= 0, last[0], last[1])[which]
     row = take(host_row, node)
     return np.where(row >= 0, row, tree.inner_op)

@@ -278,14 +278,17 @@ def launch_tree(trace: Trace) -> LaunchTree:
     # Walk each distinct launch call's ancestors once: a graph launch serves many kernels.
     calls, which = distinct(launch_node, nodes.row.shape[0])
     start = take(nodes.parent, calls)
-    first, last = walk_up(nodes.parent, start, [is_op, is_module, is_annotation, forward_of >= 0])
-    inner_op, module_node, annotation, bwd_node = (f[which] for f in first)
-    outer_op = last[0][which]
+    (inner_op,), (outer_op,) = walk_up(nodes.parent, start, [is_op])
+    nearest, _ = walk_up(
+        nodes.parent, start, [is_module, is_annotation, forward_of >= 0], farthest=False
+    )
+    inner_op, outer_op = inner_op[which], outer_op[which]
+    module_node, annotation, bwd_node = (f[which] for f in nearest)
 
     # Backward: no module frame on the autograd thread; take the forward op's module.
     forward_node = take(forward_of, bwd_node)
     need = (module_node < 0) & (forward_node >= 0)
-    fwd_module = walk_up(nodes.parent, forward_node[need], [is_module])[0][0]
+    fwd_module = walk_up(nodes.parent, forward_node[need], [is_module], farthest=False)[0][0]
     backward = np.zeros(gpu.shape[0], dtype=np.bool_)
     backward[np.flatnonzero(need)[fwd_module >= 0]] = True
     module_node[need] = fwd_module
@@ -591,7 +594,7 @@ def _module_paths(
     frames = np.flatnonzero(is_module)
     if frames.size == 0:
         return np.full(module_node.shape[0], NO_ID, dtype=np.int32), []
-    module_parent = walk_up(nodes.parent, nodes.parent[frames], [is_module])[0][0]
+    module_parent = walk_up(nodes.parent, nodes.parent[frames], [is_module], farthest=False)[0][0]
     local = np.full(nodes.row.shape[0], NO_ID, dtype=np.int64)
     local[frames] = np.arange(frames.size)
     parent_local = take(local, module_parent)
