@@ -955,3 +955,20 @@ def test_base_time_is_kept(shared_traces: Path, tmp_path: Path) -> None:
         path = tmp_path / "t.json"
         path.write_text(text)
         assert load_trace(str(path)).base_time_ns == expected, raw
+
+
+@pytest.mark.parametrize(
+    "devices",
+    [[0], [3, 1, 3, 0], [7, 2**20 + 7], [5, 2**31 - 1], [0, 1, 2, 3, 4, 5, 6, 7, 6, 5]],
+)
+def test_devices_ascending_once_each(tmp_path: Path, devices: list[int]) -> None:
+    """`Trace.devices`: each GPU with activity once, ascending; ids near or far apart."""
+    b = TraceBuilder()
+    for i, d in enumerate(devices):
+        b.kernel(f"k{i}", 10 * i, 10 * i + 5, device=d)
+    b.cpu_op("host only", 0, 50)  # host rows have no device
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    assert trace.devices() == sorted(set(devices))
+    host = TraceBuilder()
+    host.cpu_op("host only", 0, 50)
+    assert load_trace(str(host.write(tmp_path / "host.json"))).devices() == []
