@@ -759,3 +759,64 @@ def test_node_keys_in_c_equal_the_packed_key_of_the_class_and_depth_columns() ->
         fast.node_keys(t2, c2, d2, 5, 2, 1, out)  # depth keys 0..4 need 3 bits
     with pytest.raises(ValueError, match="mismatched"):
         fast.node_keys(t2, c2, d2, 5, 3, 1, np.empty(3, np.int64))
+
+
+@pytest.mark.skipif(c_paths() is None, reason="the C helpers are not built")
+@pytest.mark.parametrize("seed", range(6))
+def test_last_at_or_before_in_c_equals_the_sorted_search(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The graph's lookups of the latest (or with `after` the earliest) entry of a key at a
+    # time: C walks the entries sorted by (key, time) from each key's last answer; numpy sorts
+    # and searches. Ties (the last of them, or the first with `after`), keys without entries,
+    # queries in and out of time order, and entries out of order (C declines, numpy answers).
+    from badput.analysis._graph import _last_at_or_before
+
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        n, q = int(rng.integers(1, 60)), int(rng.integers(1, 60))
+        key_a = rng.integers(-2, 5, n).astype(np.int64)
+        t_a = rng.integers(0, 25, n).astype(np.int64)
+        if rng.random() < 0.85:
+            order = np.lexsort((t_a, key_a))
+            key_a, t_a = key_a[order], t_a[order]
+        key_q = rng.integers(-3, 6, q).astype(np.int64)
+        t_q = rng.integers(-2, 28, q).astype(np.int64)
+        if rng.random() < 0.5:
+            order = np.lexsort((t_q, key_q))
+            key_q, t_q = key_q[order], t_q[order]
+        for after in (False, True):
+            with monkeypatch.context() as m:
+                m.setenv("BADPUT_NO_C_PATHS", "1")
+                expected = _last_at_or_before(key_a, t_a, key_q, t_q, after=after)
+            found = _last_at_or_before(key_a, t_a, key_q, t_q, after=after)
+            assert found.tolist() == expected.tolist()
+            for i, (k, t) in enumerate(zip(key_q.tolist(), t_q.tolist(), strict=True)):
+                assert found[i] == _by_hand(key_a, t_a, k, t, after)
+
+
+def _by_hand(key_a: Any, t_a: Any, k: int, t: int, after: bool) -> int:
+    """The latest entry of key k at or before t (of those tied, the last), or with `after`
+    the earliest at or after it (the first); -1 where none is."""
+    ok = [j for j in range(key_a.shape[0]) if key_a[j] == k]
+    if after:
+        later = [j for j in ok if t_a[j] >= t]
+        return min(later, key=lambda j: (t_a[j], j)) if later else -1
+    earlier = [j for j in ok if t_a[j] <= t]
+    return max(earlier, key=lambda j: (t_a[j], j)) if earlier else -1
+
+
+@pytest.mark.skipif(c_paths() is None, reason="the C helpers are not built")
+def test_last_at_or_before_in_c_declines_what_is_not_sorted() -> None:
+    fast = c_paths()
+    out = np.full(2, 7, dtype=np.int64)
+    key_q, t_q = np.array([0, 1], dtype=np.int64), np.array([5, 5], dtype=np.int64)
+    for key_a, t_a in (([1, 0], [0, 0]), ([0, 0], [3, 2])):  # keys, then times, out of order
+        a = np.array(key_a, dtype=np.int64), np.array(t_a, dtype=np.int64)
+        assert fast.last_at_or_before(*a, key_q, t_q, False, out) is False
+        assert out.tolist() == [7, 7]  # nothing written
+    a = np.array([0, 1], dtype=np.int64), np.array([3, 2], dtype=np.int64)
+    assert fast.last_at_or_before(*a, key_q, t_q, False, out) is True
+    assert out.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="mismatched"):
+        fast.last_at_or_before(*a, key_q, t_q[:1], False, out)

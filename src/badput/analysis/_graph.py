@@ -26,6 +26,7 @@ from badput.analysis._nesting import (
     flags,
     kind_then_id,
     nest,
+    packed,
     settle_ties,
     sub_nesting,
 )
@@ -196,6 +197,9 @@ def _last_at_or_before(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, after: boo
     """
     out = np.full(key_q.shape[0], NO_ID, dtype=np.int64)
     if key_a.shape[0] == 0 or key_q.shape[0] == 0:
+        return out
+    fast = c_paths()  # where the `a` are sorted by (key, time): no sort
+    if fast is not None and fast.last_at_or_before(*packed(key_a, t_a, key_q, t_q), after, out):
         return out
     times = np.concatenate([t_a, t_q])
     keys = np.concatenate([key_a, key_q]).astype(np.int64, copy=False)

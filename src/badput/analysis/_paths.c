@@ -508,6 +508,131 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
     return PyBool_FromLong(nested);
 }
 
+/* The first index in [lo, hi) (hi > lo) whose value in the ascending v is past t (after it
+ * with `upper`, else at or after it), hi where none is: searched out from `hint`, by steps
+ * that double, then halved. Near the hint (the last answer on that chain, for queries that
+ * come in time order) it reads a few values, not log2 of the chain. */
+static Py_ssize_t bound_from(const int64_t *v, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t hint,
+                             int64_t t, int upper) {
+#define BEFORE(x) (upper ? v[x] <= t : v[x] < t)
+    Py_ssize_t a, b; /* the bound lies in [a, b] */
+    if (hint < lo) hint = lo;
+    if (hint >= hi) hint = hi - 1;
+    Py_ssize_t step = 1;
+    if (BEFORE(hint)) {
+        a = hint + 1;
+        while (a + step - 1 < hi && BEFORE(a + step - 1)) {
+            a += step;
+            step *= 2;
+        }
+        b = a + step - 1 < hi ? a + step - 1 : hi;
+    } else {
+        b = hint;
+        while (b - step >= lo && !BEFORE(b - step)) {
+            b -= step;
+            step *= 2;
+        }
+        a = b - step >= lo ? b - step + 1 : lo;
+    }
+    while (a < b) {
+        Py_ssize_t m = a + (b - a) / 2;
+        if (BEFORE(m))
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+#undef BEFORE
+}
+
+/* last_at_or_before(key_a, t_a, key_q, t_q, after, out) -> bool
+ *
+ * Per query i, the index of the `a` with key key_q[i] and the latest time at or before
+ * t_q[i] (the last of those tied), or with `after` the earliest time at or after it (the
+ * first of those tied): -1 where none is. Every array int64; the `a` sorted by (key, time),
+ * else False and nothing written (the caller sorts). Each key's run of `a` keeps a cursor at
+ * its last answer, from which the next query on that key searches. */
+static PyObject *last_at_or_before(PyObject *self, PyObject *args) {
+    PyObject *o[5];
+    int after;
+    buf bs[5] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOOpO", &o[0], &o[1], &o[2], &o[3], &after, &o[4])) return NULL;
+    static const Py_ssize_t bsize[5] = {8, 8, 8, 8, 8};
+    if (get_all(o, bs, 5, bsize, 4) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8, q = bs[2].b.len / 8;
+    if (bs[1].b.len / 8 != n || bs[3].b.len / 8 != q || bs[4].b.len / 8 != q) {
+        return refuse(bs, 5, "last_at_or_before: arrays of mismatched lengths");
+    }
+    const int64_t *key_a = bs[0].b.buf, *t_a = bs[1].b.buf, *key_q = bs[2].b.buf,
+                  *t_q = bs[3].b.buf;
+    int64_t *out = bs[4].b.buf;
+    int sorted = 1;
+    Py_ssize_t runs = n ? 1 : 0;
+    for (Py_ssize_t i = 1; i < n && sorted; i++) {
+        if (key_a[i] != key_a[i - 1]) {
+            sorted = key_a[i] > key_a[i - 1];
+            runs++;
+        } else {
+            sorted = t_a[i] >= t_a[i - 1];
+        }
+    }
+    if (!sorted) {
+        release(bs, 5);
+        Py_RETURN_FALSE;
+    }
+    /* each run of one key: its first index (run_lo[r], run_lo[runs] = n) and a cursor */
+    Py_ssize_t *run_lo = PyMem_RawMalloc((size_t)(2 * runs + 1) * sizeof(Py_ssize_t));
+    if (!run_lo) {
+        release(bs, 5);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t *cursor = run_lo + runs + 1;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t r = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i == 0 || key_a[i] != key_a[i - 1]) {
+            run_lo[r] = i;
+            cursor[r] = i;
+            r++;
+        }
+    }
+    run_lo[runs] = n;
+    Py_ssize_t last_run = -1; /* the run of last_key, -1 where it has none */
+    int64_t last_key = 0;
+    for (Py_ssize_t i = 0; i < q; i++) {
+        int64_t k = key_q[i];
+        if (i == 0 || k != last_key) { /* the run of key k, by halves */
+            Py_ssize_t a = 0, b = runs;
+            while (a < b) {
+                Py_ssize_t m = a + (b - a) / 2;
+                if (key_a[run_lo[m]] < k)
+                    a = m + 1;
+                else
+                    b = m;
+            }
+            last_run = a < runs && key_a[run_lo[a]] == k ? a : -1;
+            last_key = k;
+        }
+        if (last_run < 0) {
+            out[i] = -1;
+            continue;
+        }
+        Py_ssize_t lo = run_lo[last_run], hi = run_lo[last_run + 1];
+        Py_ssize_t at = bound_from(t_a, lo, hi, cursor[last_run], t_q[i], !after);
+        if (after) {
+            out[i] = at < hi ? at : -1;
+        } else {
+            out[i] = at > lo ? at - 1 : -1;
+            if (at > lo) at--;
+        }
+        cursor[last_run] = at;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(run_lo);
+    release(bs, 5);
+    Py_RETURN_TRUE;
+}
+
 /* span_union(starts, ends, order, out_starts, out_ends) -> k
  *
  * The union of spans [starts[i], ends[i]) (int64, every one non-empty) taken in `order`
@@ -1004,6 +1129,7 @@ static PyMethodDef methods[] = {
     {"event_keys", event_keys, METH_VARARGS, "nest's sort keys of the opens and the closes."},
     {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
     {"span_union", span_union, METH_VARARGS, "The union of spans, in one pass."},
+    {"last_at_or_before", last_at_or_before, METH_VARARGS, "Latest entry of a key at a time."},
     {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
     {"shrink", shrink, METH_VARARGS, "A what-if's new host edge weights, in place."},
     {"edge_time", edge_time, METH_VARARGS, "What host edges hold of a per-node quantity."},
