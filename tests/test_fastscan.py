@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from badput.errors import TraceFormatError
-from badput.trace import _fastscan, kineto
+from badput.trace import _fastscan, _kineto_columns, kineto
 from badput.trace.kineto import read_kineto
 from badput.trace.model import EventKind, Trace
 
@@ -493,3 +493,20 @@ def test_scanner_takes_each_known_key_exactly() -> None:
     assert scanned.column("total_allocated", np.int64).tolist() == [19]
     assert [scanned.strings[i] for i in scanned.column("name", np.int32).tolist()] == ["k"]
     assert [scanned.strings[i] for i in scanned.column("cat", np.int32).tolist()] == ["kernel"]
+
+
+@needs_c
+def test_mark_sets_the_slot_of_each_id() -> None:
+    seen = np.zeros(5, dtype=np.bool_)  # ids 0..3, and -1 (none) in the last slot
+    assert _fastscan.mark(np.array([2, -1, 2, 0], dtype=np.int32), seen)
+    assert seen.tolist() == [True, False, True, False, True]
+    assert _fastscan.mark(np.array([], dtype=np.int32), seen)
+    assert _fastscan.mark(np.array([3], dtype=np.int64), seen)  # any integer column
+    assert seen.tolist() == [True, False, True, True, True]
+    for outside in ([4], [-2], [1, 7]):  # the caller marks those its own way
+        assert not _fastscan.mark(np.array(outside, dtype=np.int32), np.zeros(5, np.bool_))
+    # `_used_ids` gives the same set either way.
+    rng = np.random.default_rng(3)
+    columns = [rng.integers(-1, 40, int(rng.integers(0, 200))).astype(np.int32) for _ in range(4)]
+    expected = np.unique(np.concatenate(columns)).tolist()
+    assert _kineto_columns._used_ids(40, *columns) == expected

@@ -63,7 +63,8 @@ def _used_ids(count: int, *local: npt.NDArray[np.int32]) -> list[int]:
     """
     seen = np.zeros(count + 1, dtype=np.bool_)
     for column in local:
-        seen[column] = True
+        if not _fastscan.mark(column, seen):  # in C: no index array of intp per column
+            seen[column] = True
     found: list[int] = np.flatnonzero(seen[:-1]).tolist()
     return [-1, *found] if seen[-1] else found
 

@@ -1303,6 +1303,31 @@ enum { D_PHASE, D_HAS_TS, D_TS, D_EXT_LOWER, D_ALLOC, D_DEV_TYPE, D_DEV_ID, D_ID
  * (-> external_id), bytes, pid, tid, correlation. */
 enum { C_CAT, C_NAME, C_DUR, C_DEVICE, C_STREAM, C_EXT, C_BYTES, C_PID, C_TID, C_CORR, N_C };
 
+/* mark(ids, seen): see the method table. */
+static PyObject *mark(PyObject *self, PyObject *args) {
+    Py_buffer ids, seen;
+    if (!PyArg_ParseTuple(args, "y*w*", &ids, &seen)) return NULL;
+    int ok = ids.len % 4 == 0 && seen.len > 0;
+    if (ok) {
+        const int32_t *v = ids.buf;
+        unsigned char *mark_of = seen.buf;
+        const Py_ssize_t n = ids.len / 4, last = seen.len - 1;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int32_t id = v[i];
+            if (id < -1 || id >= last) {
+                ok = 0;
+                break;
+            }
+            mark_of[id < 0 ? last : id] = 1;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&seen);
+    return PyBool_FromLong(ok);
+}
+
 /* derive(buffers, columns, constants): see the method table. */
 static PyObject *derive(PyObject *self, PyObject *args) {
     PyObject *bufs, *cols;
@@ -1438,6 +1463,9 @@ static PyObject *drop_spare(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"drop_spare", drop_spare, METH_NOARGS,
      "drop_spare() -> None: unmap the spare column buffers kept for the next piece's columns."},
+    {"mark", mark, METH_VARARGS,
+     "mark(ids, seen) -> bool: seen[i] = 1 for each id i of the int32 ids (the last slot for "
+     "-1, none), in one pass; False at the first id outside [-1, len(seen) - 1)."},
     {"derive", derive, METH_VARARGS,
      "derive(buffers, columns, constants) -> (bad, negative, first_negative): a piece's kinds, "
      "name ids, pids, tids, flow ids, lengths, devices, streams, op ids and byte counts in one "
