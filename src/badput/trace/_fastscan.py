@@ -144,19 +144,19 @@ def _scanned(result: tuple[Any, ...], text: bytes | memoryview) -> Scanned | Non
     return Scanned(raw, strings, labels, result[n + 2], meta_args, result[n + 3])
 
 
-#: Whether the build derives a piece's rows in C (`derive`); else numpy does, as on the
-#: msgspec path.
 def mark(ids: npt.NDArray[np.int32], seen: npt.NDArray[np.bool_]) -> bool:
-    """`seen[ids] = True` (an id of -1 marks the last slot) in one pass in C; False where the
-    scanner is not built or an id is outside [-1, len(seen) - 1), for the caller to mark.
+    """`seen[ids] = True` in one pass in C (an id of -1 marks the last slot).
 
-    `seen` must be contiguous (the C pass writes its bytes).
+    False where the scanner is not built or an id is outside [-1, len(seen) - 1), for the
+    caller to mark. `seen` must be contiguous (the C pass writes its bytes).
     """
     if _scan is None or not hasattr(_scan, "mark"):
         return False
     return bool(_scan.mark(np.ascontiguousarray(ids, dtype=np.int32), seen))
 
 
+#: Whether the build derives a piece's rows in C (`derive`); else numpy does, as on the
+#: msgspec path.
 DERIVE_AVAILABLE = AVAILABLE and hasattr(_scan, "derive")
 
 
