@@ -144,13 +144,17 @@ def _scanned(result: tuple[Any, ...], text: bytes | memoryview) -> Scanned | Non
     return Scanned(raw, strings, labels, result[n + 2], meta_args, result[n + 3])
 
 
+#: Whether the build marks the ids a column uses in C (`mark`).
+MARK_AVAILABLE = AVAILABLE and hasattr(_scan, "mark")
+
+
 def mark(ids: npt.NDArray[np.int32], seen: npt.NDArray[np.bool_]) -> bool:
     """`seen[ids] = True` in one pass in C (an id of -1 marks the last slot).
 
     False where the scanner is not built or an id is outside [-1, len(seen) - 1), for the
     caller to mark. `seen` must be contiguous (the C pass writes its bytes).
     """
-    if _scan is None or not hasattr(_scan, "mark"):
+    if not MARK_AVAILABLE:
         return False
     return bool(_scan.mark(np.ascontiguousarray(ids, dtype=np.int32), seen))
 
