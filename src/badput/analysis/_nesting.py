@@ -115,7 +115,9 @@ def nest(
         del kg, ks, ke
         order = np.argsort(open_keys, kind="stable")
         open_keys = open_keys[order]
-        close_keys.sort()
+        # Timsort: the closes come nearly in order (a thread's ends rise with its starts),
+        # where it is many times faster than the default sort (which does not notice order).
+        close_keys.sort(kind="stable")
         g, start = g[order], start[order]
         order, end = _open_ties(order, g, start, end, rank)
         parent = np.empty(n, dtype=np.int64)
@@ -486,14 +488,29 @@ def distinct(values: I64, bound: int) -> tuple[I64, I64]:
     if values.shape[0] == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if bound > 8 * values.shape[0] + (1 << 16):
-        uniq, inv = np.unique(values, return_inverse=True)
-        return uniq.astype(np.int64), inv.ravel().astype(np.int64)
+        return unique_inverse(values)
     seen = np.zeros(bound + 1, dtype=np.bool_)
     seen[values + 1] = True  # NO_ID at 0
     uniq = np.flatnonzero(seen) - 1
     slot = np.zeros(bound + 1, dtype=np.int64)
     slot[uniq + 1] = np.arange(uniq.shape[0])
     return uniq.astype(np.int64), slot[values + 1]
+
+
+def unique_inverse(values: Ids) -> tuple[I64, I64]:
+    """`np.unique(values, return_inverse=True)`, both as int64, from a stable sort.
+
+    Timsort: ids and times come in long ascending runs, where it is several times faster than
+    the default sort np.unique uses (which does not notice order); no slower on random ones.
+    """
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    head = np.empty(ordered.shape[0], dtype=np.bool_)
+    head[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
+    inverse = np.empty(ordered.shape[0], dtype=np.int64)
+    inverse[order] = np.cumsum(head) - 1
+    return ordered[head].astype(np.int64, copy=False), inverse
 
 
 def take(values: npt.NDArray[np.integer], index: I64) -> I64:

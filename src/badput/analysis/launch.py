@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from badput.analysis._nesting import unique_inverse
 from badput.analysis.intervals import IntervalSet
 from badput.analysis.results import DeviceAnalysis, ratio
 from badput.analysis.tree import LaunchTree
@@ -507,8 +508,8 @@ def _slow_calls(
     k = np.flatnonzero(launched & (act.kind == EventKind.KERNEL))
     if k.size == 0:
         return 0, 0, []
-    calls, which = np.unique(act.call[k], return_inverse=True)
-    kernel_ns = np.bincount(which.reshape(-1), weights=act.dur[k]).astype(np.int64)
+    calls, which = unique_inverse(act.call[k])
+    kernel_ns = np.bincount(which, weights=act.dur[k]).astype(np.int64)
     call_ns = np.maximum(trace.dur_ns[calls], 0)
     slow = call_ns > kernel_ns
     if not slow.any():
@@ -516,10 +517,9 @@ def _slow_calls(
     excess = (call_ns - kernel_ns)[slow]
     # The op of a call: that of its first kernel (all its kernels share the call's op).
     op_of_call = np.empty(calls.shape[0], dtype=np.int64)
-    op_of_call[which.reshape(-1)] = act.op[k]
+    op_of_call[which] = act.op[k]
     ops = op_of_call[slow]
-    names, group = np.unique(ops, return_inverse=True)
-    group = group.reshape(-1)
+    names, group = unique_inverse(ops)
     total = np.bincount(group, weights=excess).astype(np.int64)
     count = np.bincount(group)
     biggest = np.zeros(names.shape[0], dtype=np.int64)

@@ -58,7 +58,10 @@ def workload_of(trace: Trace) -> Workload:
     ops = np.flatnonzero((trace.kind == EventKind.CPU_OP) | (trace.kind == EventKind.ANNOTATION))
     if ops.shape[0] == 0:
         return Workload("unknown", "the trace records no host ops")
-    ids, counts = np.unique(trace.name_id[ops], return_counts=True)
+    # Counted per interned name id (ids index `trace.names`): no sort of the ops' ids.
+    counts = np.bincount(trace.name_id[ops])
+    ids = np.flatnonzero(counts)
+    counts = counts[ids]
     backward = optimizer = 0
     example_bwd = example_opt = ""
     for nid, c in zip(ids.tolist(), counts.tolist(), strict=True):
