@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from badput.errors import TraceFormatError
 from badput.trace import _fastscan, load_trace
+from badput.trace._kineto_columns import _joined_narrow
 from badput.trace.model import NO_ID, OpArgs, Trace
 
 needs_c = pytest.mark.skipif(not _fastscan.AVAILABLE, reason="C scanner not built")
@@ -532,3 +533,17 @@ def test_a_narrow_table_finds_wide_rows_exactly() -> None:
     assert ops.entries_of(rows).tolist() == [2, 3, -1, -1, -1, 1, 0, -1]
     wide = OpArgs(i32.astype(np.int64), none, none, none, none, none, none, [])
     assert wide.entries_of(rows).tolist() == [2, 3, -1, -1, -1, 1, 0, -1]
+
+
+def test_joined_narrow_per_piece_matches_the_whole_column() -> None:
+    none = np.full(3, NO_ID, dtype=np.int64)
+    small = np.array([5, NO_ID, 2**31 - 1], dtype=np.int64)
+    wide = np.array([2**31, 1], dtype=np.int64)  # a sequence number past int32
+    every_none = _joined_narrow([none, none[:1]], np.int64)
+    assert every_none.tolist() == [NO_ID] * 4 and every_none.strides == (0,)
+    mixed = _joined_narrow([none, small], np.int64)  # one piece NO_ID alone: not broadcast
+    assert mixed.dtype.name == "int32" and mixed.tolist() == [NO_ID] * 3 + small.tolist()
+    past = _joined_narrow([small, wide], np.int64)  # one piece past int32: all kept int64
+    assert past.dtype.name == "int64" and past.tolist() == small.tolist() + wide.tolist()
+    low = _joined_narrow([np.array([-(2**31) - 1], dtype=np.int64)], np.int64)
+    assert low.dtype.name == "int64" and low.tolist() == [-(2**31) - 1]

@@ -384,7 +384,7 @@ class _HostSpans:
             & (trace.phase == FlowPhase.COMPLETE)
             & (trace.dur_ns > 0)
         )
-        spans: I64 = np.flatnonzero(is_span).astype(np.int64)
+        spans: I64 = np.flatnonzero(is_span).astype(np.int64, copy=False)
         if spans.shape[0] == 0:
             return None
         nested: tuple[I64, I64, I64, I64, I64] | None = None
@@ -591,7 +591,7 @@ def build_graph(
     for k in _HOST_KINDS:
         is_host |= kind == int(k)
     is_host &= (trace.phase == FlowPhase.COMPLETE) & (dur > 0) & in_window
-    host = np.flatnonzero(is_host).astype(np.int64)
+    host = np.flatnonzero(is_host).astype(np.int64, copy=False)
 
     # GPU activities: launched by a host event of the graph, else starting in the window.
     g_row, g_launch = tree.row, tree.launch_row
@@ -893,7 +893,7 @@ def build_graph(
     # work, and the span it lies in names it.
     span_nodes, span_rows = np.zeros(0, np.int32), np.zeros(0, np.int32)
     dep_nodes = np.flatnonzero(ctype == DEPENDENCY)
-    firsts = np.flatnonzero((pred < 0) & (node_event < n_host)).astype(np.int64)
+    firsts = np.flatnonzero((pred < 0) & (node_event < n_host)).astype(np.int64, copy=False)
     spans = (
         (spans_of() if spans_of is not None else _HostSpans.of(trace, tree))
         if between_ops and (dep_nodes.shape[0] or firsts.shape[0])

@@ -310,7 +310,7 @@ def sub_nesting(
             *packed(parent), flags(keep), *packed(g, start, end), sub_parent, depth
         ):
             return None
-        return np.flatnonzero(keep).astype(np.int64), sub_parent, depth
+        return np.flatnonzero(keep).astype(np.int64, copy=False), sub_parent, depth
     kept = np.flatnonzero(keep)
     # Nearest kept ancestor of every node: jump over the nodes not kept (pointer doubling;
     # between a node and its pointer lie only nodes not kept).

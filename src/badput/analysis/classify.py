@@ -232,7 +232,7 @@ def classify_kernels(
             evidence is skipped.
         rules: user overrides.
     """
-    rows = np.flatnonzero(trace.kind == EventKind.KERNEL).astype(np.int64)
+    rows = np.flatnonzero(trace.kind == EventKind.KERNEL).astype(np.int64, copy=False)
     n = rows.shape[0]
     details = _Details()
     category = np.full(n, _OTHER, dtype=np.int8)

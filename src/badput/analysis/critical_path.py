@@ -556,7 +556,7 @@ def _rows_of(n_rows: int, rows: Ints) -> I64:
     """The distinct rows, ascending (a mask, not a sort: paths have millions of nodes)."""
     seen = np.zeros(n_rows, dtype=np.bool_)
     seen[rows] = True
-    return np.flatnonzero(seen).astype(np.int64)
+    return np.flatnonzero(seen).astype(np.int64, copy=False)
 
 
 def _no_edges() -> PathEdges:

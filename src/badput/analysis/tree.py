@@ -374,12 +374,13 @@ class _Nodes:
         host = is_kind(trace.kind, tuple(_HOST_RANK))
         rows = np.flatnonzero(host & (trace.phase == FlowPhase.COMPLETE))
         start = trace.ts_ns[rows]
-        end = np.maximum(trace.dur_ns[rows], 0)
+        end = trace.dur_ns[rows].astype(np.int64, copy=False)
+        np.maximum(end, 0, out=end)  # in place: millions of rows, each array fresh memory
         end += start
         kind = trace.kind[rows]
         rank = kind_then_id(_RANK_OF_KIND, kind, trace.external_id[rows])
         order, parent, g, start, end = nest(thread(rows), start, end, rank)
-        return _Nodes(rows[order].astype(np.int64), kind[order], g, start, end, parent)
+        return _Nodes(rows[order].astype(np.int64, copy=False), kind[order], g, start, end, parent)
 
 
 def _link_by_correlation(trace: Trace, gpu: npt.NDArray[np.intp], nodes: _Nodes) -> tuple[I64, I8]:
@@ -559,7 +560,7 @@ def _forward_by_sequence(trace: Trace, nodes: _Nodes, out: I64) -> None:
     if args is None or not (args.fwd_tid >= 0).any():
         return
     ops = np.flatnonzero(nodes.kind == EventKind.CPU_OP)
-    entry = args.entries_of(nodes.row[ops].astype(np.int64))
+    entry = args.entries_of(nodes.row[ops].astype(np.int64, copy=False))
     has = entry >= 0
     ops, entry = ops[has], entry[has]
     seq, fwd_tid = args.sequence[entry], args.fwd_tid[entry]

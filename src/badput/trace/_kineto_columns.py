@@ -730,21 +730,25 @@ def _op_args(columns: _Columns) -> OpArgs | None:
         return None
     table: dict[str, npt.NDArray[Any]] = {}
     for key, dtype in _OP_COLUMNS.items():
-        table[key] = _narrow(_joined(parts[key], dtype))
+        table[key] = _joined_narrow(parts[key], dtype)
         parts[key].clear()
     return OpArgs(**table, values=list(columns.op_index))
 
 
-def _narrow(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """An id column of the shape-argument table, held small.
+def _joined_narrow(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """An id column of the shape-argument table from its pieces, held small.
 
     One that is `NO_ID` on every row (strides and concrete inputs before PyTorch 2.1 recorded
     them) as that one value broadcast (read-only, no buffer); else int32 where every value
-    fits (rows, sequence numbers and thread ids do); else as it is.
+    fits (rows, sequence numbers and thread ids do), the pieces cast as they are joined (no
+    int64 copy of the whole column first); else joined as `dtype`.
     """
-    if values.shape[0] and bool((values == NO_ID).all()):
-        return np.broadcast_to(np.array(NO_ID, dtype=np.int32), values.shape)
-    return values.astype(np.int32) if _fits_int32(values) else values
+    rows = sum(p.shape[0] for p in parts)
+    if rows and all(bool((p == NO_ID).all()) for p in parts):
+        return np.broadcast_to(np.array(NO_ID, dtype=np.int32), (rows,))
+    if rows and all(p.shape[0] == 0 or _fits_int32(p) for p in parts):
+        return np.concatenate(parts, dtype=np.int32, casting="unsafe")
+    return _joined(parts, dtype)
 
 
 def _sync_waits(columns: _Columns) -> SyncWaits | None:

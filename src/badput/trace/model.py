@@ -282,7 +282,7 @@ class SparseColumn:
     def of(column: npt.ArrayLike) -> SparseColumn:
         """The sparse form of a whole column (`NO_ID` where a row has no value)."""
         column = np.asarray(column, dtype=np.int64)
-        rows = np.flatnonzero(column != NO_ID).astype(np.int64)
+        rows = np.flatnonzero(column != NO_ID).astype(np.int64, copy=False)
         return SparseColumn(int(column.shape[0]), rows, column[rows])
 
 
