@@ -510,3 +510,21 @@ def test_mark_sets_the_slot_of_each_id() -> None:
     columns = [rng.integers(-1, 40, int(rng.integers(0, 200))).astype(np.int32) for _ in range(4)]
     expected = np.unique(np.concatenate(columns)).tolist()
     assert _kineto_columns._used_ids(40, *columns) == expected
+
+
+@needs_c
+def test_names_and_labels_as_text() -> None:
+    """Raw UTF-8 and escaped names and labels give the same text; bytes not UTF-8 refuse."""
+    text = (
+        '[{"ph": "X", "name": "café ★", "pid": "gpu é", "tid": "t\\u00e9", "ts": 1},'
+        ' {"ph": "X", "name": "caf\\u00e9 \\u2605", "pid": 1, "tid": 2, "ts": 2},'
+        ' {"ph": "X", "name": "plain", "ts": 3}]'
+    ).encode()
+    scanned = _fastscan.scan(text)
+    assert scanned is not None
+    names = [scanned.strings[i] for i in scanned.column("name", np.int32).tolist()]
+    assert names == ["café ★", "café ★", "plain"]
+    assert all(type(s) is str for s in (*scanned.strings, *scanned.labels))
+    assert sorted(scanned.labels) == ["gpu é", "té"]
+    assert _fastscan.scan(b'[{"ph": "X", "name": "\xff", "ts": 1}]') is None
+    assert _fastscan.scan(b'[{"ph": "X", "name": "k", "pid": "\xc3", "ts": 1}]') is None

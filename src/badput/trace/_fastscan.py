@@ -130,8 +130,9 @@ def scan_run(buffer: bytes | memoryview, start: int, first: bool) -> Run | None:
 def _scanned(result: tuple[Any, ...], text: bytes | memoryview) -> Scanned | None:
     n = len(_COLUMNS)
     try:
-        strings = [_text(b) for b in result[n]]
-        labels = [_text(b) for b in result[n + 1]]
+        # Most come as text (`interned_texts` in C): only escaped or odd ones are decoded here.
+        strings = [t if t.__class__ is str else _text(t) for t in result[n]]
+        labels = [t if t.__class__ is str else _text(t) for t in result[n + 1]]
     except (UnicodeDecodeError, msgspec.DecodeError):
         return None  # the complete decoder reports it
     raw = dict(zip(_COLUMNS, result[:n], strict=True))

@@ -1055,6 +1055,35 @@ static PyObject *interned_list(interner *t) {
     return list;
 }
 
+/* The interned names and labels as text: str where the raw bytes hold no escape and are
+ * UTF-8 (the text is then those bytes), else the raw bytes, which Python decodes as JSON
+ * (an escape) or refuses (not UTF-8). Made here, each string's decode is no Python call. */
+static PyObject *interned_texts(interner *t) {
+    PyObject *list = PyList_New(t->count);
+    if (!list) return NULL;
+    slot *slots = (slot *)t->order.data;
+    for (int32_t i = 0; i < t->count; i++) {
+        const char *p = slots[i].ptr;
+        Py_ssize_t n = slots[i].len;
+        PyObject *s = NULL;
+        if (!memchr(p, '\\', (size_t)n)) {
+            s = PyUnicode_DecodeUTF8(p, n, NULL);
+            if (!s && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+            else if (!s) {
+                Py_DECREF(list);
+                return NULL;
+            }
+        }
+        if (!s) s = PyBytes_FromStringAndSize(p, n);
+        if (!s) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, s);
+    }
+    return list;
+}
+
 /* ---- a run of events: one piece of the events array, cut anywhere ----------------------- */
 
 /* How a run of events ended (scan_events' status). */
@@ -1193,8 +1222,8 @@ static PyObject *columns_tuple(scan_state *st, Py_ssize_t extra) {
         }
         PyTuple_SET_ITEM(result, i, b);
     }
-    PyObject *strings = interned_list(&st->strings);
-    PyObject *labels = strings ? interned_list(&st->labels) : NULL;
+    PyObject *strings = interned_texts(&st->strings);
+    PyObject *labels = strings ? interned_texts(&st->labels) : NULL;
     PyObject *seen = labels ? PyLong_FromSsize_t(st->seen) : NULL;
     PyObject *values = seen ? interned_list(&st->values) : NULL;
     if (!values) {
