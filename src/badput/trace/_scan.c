@@ -1068,10 +1068,12 @@ static PyObject *interned_texts(interner *t) {
         PyObject *s = NULL;
         if (!memchr(p, '\\', (size_t)n)) {
             s = PyUnicode_DecodeUTF8(p, n, NULL);
-            if (!s && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
-            else if (!s) {
-                Py_DECREF(list);
-                return NULL;
+            if (!s) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {  /* out of memory */
+                    Py_DECREF(list);
+                    return NULL;
+                }
+                PyErr_Clear();  /* not UTF-8: given as bytes, for Python to refuse */
             }
         }
         if (!s) s = PyBytes_FromStringAndSize(p, n);
