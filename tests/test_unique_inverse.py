@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from badput.analysis._nesting import distinct, unique_inverse
+from badput.analysis._nesting import distinct, find_by_key_time, nest, unique_inverse
 from badput.analysis.workload import BACKWARD_OP, OPTIMIZER_OP, workload_of
 from badput.trace import load_trace
 from badput.trace.model import EventKind
@@ -70,3 +70,36 @@ def test_workload_counts_each_op_row_once() -> None:
     assert found.kind == "training"
     assert (found.backward_ops, found.optimizer_ops) == (backward, optimizer)
     assert backward > 100  # the demo trace's backward pass, as a check on the count itself
+
+
+def test_wide_times_take_dense_ranks_with_the_same_answers() -> None:
+    """Times spanning more than int64 keys can pack are ranked (`unique_inverse`) first.
+
+    The nesting and the (key, time) lookup on such times answer as on their dense ranks,
+    which keep every order and tie.
+    """
+    rng = np.random.default_rng(7)
+    n = 400
+    ranks = np.sort(rng.integers(0, 50, 2 * n))
+    wide_of = np.cumsum(np.full(100, 2**56))  # rank -> time: 2**56 apart, past 2**62 overall
+    start_r = ranks[::2].copy()
+    end_r = start_r + rng.integers(0, 3, n)
+    g = rng.integers(0, 3, n)
+
+    def rank(_: np.ndarray) -> np.ndarray:
+        return np.zeros(_.shape[0], dtype=np.int64)
+
+    narrow = nest(g, start_r.astype(np.int64), end_r.astype(np.int64), rank)
+    wide = nest(g, wide_of[start_r], wide_of[end_r], rank)
+    assert narrow[0].tolist() == wide[0].tolist() and narrow[1].tolist() == wide[1].tolist()
+    assert (narrow[1] >= 0).any()  # some intervals do nest
+
+    key_a, key_q = rng.integers(0, 5, n), rng.integers(0, 6, n)
+    t_a, t_q = rng.integers(0, 60, n), rng.integers(0, 60, n)
+    for exact in (True, False):
+        want = find_by_key_time(
+            key_a, t_a.astype(np.int64), key_q, t_q.astype(np.int64), exact=exact
+        )
+        got = find_by_key_time(key_a, wide_of[t_a], key_q, wide_of[t_q], exact=exact)
+        assert got.tolist() == want.tolist()
+        assert (want >= 0).any()

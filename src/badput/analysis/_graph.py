@@ -29,6 +29,7 @@ from badput.analysis._nesting import (
     packed,
     settle_ties,
     sub_nesting,
+    unique_inverse,
 )
 from badput.analysis.tree import LaunchTree
 from badput.trace.model import NO_ID, EventKind, FlowPhase, SyncWaits, Trace
@@ -206,8 +207,8 @@ def _last_at_or_before(key_a: I64, t_a: I64, key_q: I64, t_q: I64, *, after: boo
     t_lo, k_lo = int(times.min()), int(keys.min())
     width = int(times.max()) - t_lo + 1
     if (int(keys.max()) - k_lo + 1) * width >= 1 << 62:  # dense ranks where the span is wide
-        times = np.unique(times, return_inverse=True)[1].reshape(-1).astype(np.int64)
-        keys = np.unique(keys, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        times = unique_inverse(times)[1]
+        keys = unique_inverse(keys)[1]
         t_lo = k_lo = 0
         width = int(times.max()) + 1
     comb = (keys - k_lo) * width + (times - t_lo)
@@ -633,8 +634,7 @@ def build_graph(
     g_row, g_launch, stream, g_start, g_end = (
         a[ok] for a in (g_row, g_launch, stream, g_start, g_end)
     )
-    s_ids, s_dense = np.unique(stream, return_inverse=True)
-    s_dense = s_dense.reshape(-1).astype(np.int64)
+    s_ids, s_dense = unique_inverse(stream)
 
     # Host nesting per thread: the launch tree's, where the graph's events nest properly in it.
     host, h_parent, h_thread, h_start, h_end, depth = _host_nesting(trace, tree, is_host, host)

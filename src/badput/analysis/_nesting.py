@@ -57,7 +57,7 @@ def _key_frame(g: Ids, start: I64, end: I64) -> tuple[Ids, I64, I64, int, int, i
         g = dense_ids(g)
         g_lo, g_width = 0, int(g.max()) + 1
     if g_width * width * 3 >= _KEY_LIMIT or abs(lo) >= _KEY_LIMIT:
-        ranks = np.unique(np.concatenate([start, end]), return_inverse=True)[1].astype(np.int64)
+        ranks = unique_inverse(np.concatenate([start, end]))[1]
         start, end, lo, width = ranks[:n], ranks[n:], 0, int(ranks.max()) + 1
     return g, start, end, g_lo, width, lo
 
@@ -171,7 +171,7 @@ def kind_then_id(
             ids -= lo
         else:
             width = at.shape[0]
-            ids = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            ids = unique_inverse(ids)[1]
         r *= width
         r += ids
         return r
@@ -396,7 +396,7 @@ def settle_ties(trace: Trace, rows: Ids, *keys: Ids) -> I64 | None:
     r = rows[at].astype(np.int64)
     run = np.ones(at.shape[0], dtype=np.bool_)
     run[1:] = ~tie[at[1:] - 1]
-    ids, name_of = np.unique(trace.name_id[r], return_inverse=True)
+    ids, name_of = unique_inverse(trace.name_id[r])
     by_text = sorted(range(ids.shape[0]), key=lambda i: trace.names[int(ids[i])])
     name_rank = np.empty(ids.shape[0], dtype=np.int64)
     name_rank[by_text] = np.arange(ids.shape[0])
@@ -483,7 +483,7 @@ def distinct(values: I64, bound: int) -> tuple[I64, I64]:
     """`np.unique(values, return_inverse=True)` for values in `[NO_ID, bound)`.
 
     A lookup table instead of a sort when the bound is small enough beside the values
-    (node indices, Trace rows, interned ids); `np.unique` otherwise.
+    (node indices, Trace rows, interned ids); `unique_inverse` otherwise.
     """
     if values.shape[0] == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -610,7 +610,7 @@ def find_by_key_time(key_a: Ids, t_a: I64, key_q: Ids, t_q: I64, *, exact: bool)
     if (int(keys.max()) + 1) * width < _KEY_LIMIT:
         times -= t_lo  # same order and ties as dense ranks
     else:
-        times = np.unique(times, return_inverse=True)[1].astype(np.int64).reshape(-1)
+        times = unique_inverse(times)[1]
         width = int(times.max()) + 1
     comb = keys * width + times
     ca, cq = comb[:na], comb[na:]

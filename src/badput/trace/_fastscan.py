@@ -130,7 +130,7 @@ def scan_run(buffer: bytes | memoryview, start: int, first: bool) -> Run | None:
 def _scanned(result: tuple[Any, ...], text: bytes | memoryview) -> Scanned | None:
     n = len(_COLUMNS)
     try:
-        # Most come as text (`interned_texts` in C): only escaped or odd ones are decoded here.
+        # Most come as text (`interned_list` in C): only escaped or odd ones are decoded here.
         strings = [t if t.__class__ is str else _text(t) for t in result[n]]
         labels = [t if t.__class__ is str else _text(t) for t in result[n + 1]]
     except (UnicodeDecodeError, msgspec.DecodeError):

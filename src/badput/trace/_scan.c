@@ -1040,25 +1040,11 @@ static void state_free(scan_state *st) {
     col_release(st->values.order.data, st->values.order.cap);
 }
 
-static PyObject *interned_list(interner *t) {
-    PyObject *list = PyList_New(t->count);
-    if (!list) return NULL;
-    slot *slots = (slot *)t->order.data;
-    for (int32_t i = 0; i < t->count; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(slots[i].ptr, slots[i].len);
-        if (!b) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, b);
-    }
-    return list;
-}
-
-/* The interned names and labels as text: str where the raw bytes hold no escape and are
- * UTF-8 (the text is then those bytes), else the raw bytes, which Python decodes as JSON
- * (an escape) or refuses (not UTF-8). Made here, each string's decode is no Python call. */
-static PyObject *interned_texts(interner *t) {
+/* The interned strings, as raw bytes; with `as_text` (names and labels), as str where the
+ * raw bytes hold no escape and are UTF-8 (the text is then those bytes), else still as raw
+ * bytes, which Python decodes as JSON (an escape) or refuses (not UTF-8). Made here, each
+ * string's decode is no Python call. */
+static PyObject *interned_list(interner *t, int as_text) {
     PyObject *list = PyList_New(t->count);
     if (!list) return NULL;
     slot *slots = (slot *)t->order.data;
@@ -1066,7 +1052,7 @@ static PyObject *interned_texts(interner *t) {
         const char *p = slots[i].ptr;
         Py_ssize_t n = slots[i].len;
         PyObject *s = NULL;
-        if (!memchr(p, '\\', (size_t)n)) {
+        if (as_text && !memchr(p, '\\', (size_t)n)) {
             s = PyUnicode_DecodeUTF8(p, n, NULL);
             if (!s) {
                 if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {  /* out of memory */
@@ -1224,10 +1210,10 @@ static PyObject *columns_tuple(scan_state *st, Py_ssize_t extra) {
         }
         PyTuple_SET_ITEM(result, i, b);
     }
-    PyObject *strings = interned_texts(&st->strings);
-    PyObject *labels = strings ? interned_texts(&st->labels) : NULL;
+    PyObject *strings = interned_list(&st->strings, 1);
+    PyObject *labels = strings ? interned_list(&st->labels, 1) : NULL;
     PyObject *seen = labels ? PyLong_FromSsize_t(st->seen) : NULL;
-    PyObject *values = seen ? interned_list(&st->values) : NULL;
+    PyObject *values = seen ? interned_list(&st->values, 0) : NULL;
     if (!values) {
         Py_XDECREF(strings);
         Py_XDECREF(labels);
