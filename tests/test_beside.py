@@ -247,6 +247,55 @@ def test_what_ifs_run_in_the_graph_before_the_path_is_found(
     assert shorter == cp_mod.what_if(trace, got, change) == cp_mod.what_if(trace, want, change)
 
 
+def test_the_findings_what_ifs_all_run_before_the_path_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On two threads each finding's what-if needs the graph alone: the second runs while the
+    path is still being found (the first does not hold the what-if thread waiting for it),
+    and the savings, taken against the path once found, are those of one thread."""
+
+    import badput.analysis.critical_path as cp_mod
+    from badput.diagnose.context import DeviceContext
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    (device,) = analyze_trace(trace, jobs=1)
+    want = device.critical_path
+    assert want is not None and want.graph is not None and device.timeline is not None
+    tree = device.timeline.tree
+    assert tree is not None
+    release = threading.Event()
+    real = cp_mod.critical_path
+
+    def held(*args: object, **kwargs: object) -> cp_mod.CriticalPath:
+        assert release.wait(timeout=60)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cp_mod, "critical_path", held)
+    graph = want.graph
+    pending = cp_mod.PathBeside(2, trace, device, tree, lambda: graph, lambda: want.blocking)
+    ctx = DeviceContext(trace, device, jobs=2, path=pending)
+    # The path is the host's (a data-loading-bound step): two host what-ifs shorten it.
+    changes = [cp_mod.GraphChange(all_host=True), cp_mod.GraphChange(all_host=True, host_scale=0.5)]
+    found = [
+        ctx.finding("host-overhead", f"what-if {i}", ctx.step_ns, {}, change=c)
+        for i, c in enumerate(changes)
+    ]
+    assert all(f is not None and f.graph_savings_ns is None for f in found)
+    try:
+        lengths = [job.result(timeout=30) for job in ctx._pending.values()]
+        assert not release.is_set()  # both ran with the path still held
+    finally:
+        release.set()
+    got = ctx.with_graph_savings([f for f in found if f is not None])
+    ctx.done_with_what_ifs()
+    one = DeviceContext(trace, device)  # one thread: the path found, each what-if in turn
+    expected = [one.graph_savings(c) for c in changes]
+    assert lengths == [cp_mod.what_if(trace, want, c) for c in changes]
+    assert [f.graph_savings_ns for f in got] == expected
+    assert all(s is not None and s > 0 for s in expected) and expected[0] != expected[1]
+
+
 def test_a_failed_analysis_leaves_no_graph_thread_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """The analysis fails after its graph started: the error reaches the caller, and the
     graph's thread, which waits for the analysis's blocking calls, ends rather than hangs."""

@@ -56,14 +56,15 @@ class DeviceContext:
     gives the findings their results. One thread runs them all, in the order asked, so the
     path's what-if caches are never shared between threads. `path`: the GPU's critical path
     still being found on another thread (`analyze_path` on two cores); the rules go on
-    without it, and the what-ifs wait for it on their thread.
+    without it; the what-ifs wait on their thread for its graph alone, and their savings
+    (against the path's length) are taken when the findings get them.
     """
 
     trace: Trace
     analysis: DeviceAnalysis
     jobs: int = 1
     path: Beside[CriticalPath] | PathBeside | None = None
-    _pending: dict[tuple[str, str, float], Future[float | None]] = field(
+    _pending: dict[tuple[str, str, float], Future[int | None]] = field(
         default_factory=dict, init=False, repr=False
     )
     _what_if_paths: list[CriticalPath] = field(default_factory=list, init=False, repr=False)
@@ -261,7 +262,7 @@ class DeviceContext:
         graph_savings = None
         if change is not None:
             if self.jobs > 1 and self._has_path:
-                job = self._what_ifs.submit(self.graph_savings, change)
+                job = self._what_ifs.submit(self._length_after, change)
                 self._pending[(rule_id, title, savings_ns)] = job
             else:
                 graph_savings = self.graph_savings(change)
@@ -295,7 +296,9 @@ class DeviceContext:
             out = []
             for f in findings:
                 job = self._pending.get((f.id, f.title, f.savings_ns))
-                out.append(f if job is None else replace(f, graph_savings_ns=job.result()))
+                if job is not None:
+                    f = replace(f, graph_savings_ns=self._savings_of(job.result()))
+                out.append(f)
             return out
         finally:
             self.close()
@@ -322,15 +325,27 @@ class DeviceContext:
 
     def graph_savings(self, change: GraphChange) -> float | None:
         """Per-step saving of `change` along the critical path; None without a path graph."""
-        path = self.path
-        if isinstance(path, PathBeside):  # in the graph, while the path may still be found
-            shorter: int | None = path.what_if(self.trace, change)
-            cp = path.result()
-        else:
-            found = path.result() if path is not None else self.analysis.critical_path
-            if found is None:
-                return None
-            cp, shorter = found, what_if(self.trace, found, change)
+        return self._savings_of(self._length_after(change))
+
+    def _length_after(self, change: GraphChange) -> int | None:
+        """The critical path's length after `change` (None: no path graph).
+
+        On the what-if thread, with a path still being found (`PathBeside`), it waits for
+        the graph alone: the next what-ifs need not wait for the path.
+        """
+        if isinstance(self.path, PathBeside):
+            return self.path.what_if(self.trace, change)
+        found = self._found_path()
+        return None if found is None else what_if(self.trace, found, change)
+
+    def _found_path(self) -> CriticalPath | None:
+        return self.path.result() if self.path is not None else self.analysis.critical_path
+
+    def _savings_of(self, shorter: int | None) -> float | None:
+        """Per-step saving of a what-if whose path is `shorter` long (waits for the path)."""
+        cp = self._found_path()
+        if cp is None:
+            return None
         if all(p is not cp for p in self._what_if_paths):
             self._what_if_paths.append(cp)
         return None if shorter is None else self.per_step(max(cp.length_ns - shorter, 0))
