@@ -307,6 +307,41 @@ def test_columns_grow_a_few_times_not_per_piece(
     assert sizes == sorted(sizes) and sizes[-1] >= len(want)
 
 
+def test_no_piece_column_is_kept_past_its_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the columns keep of a piece is copied out of the scanner's buffers: a view kept
+    would hold the buffer's mapping until the read ends, so that the next piece's columns
+    take fresh memory (page faults) instead of the pooled pages."""
+    from badput.trace import _kineto_columns
+
+    events = [
+        f'{{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": {10 * i}, '
+        f'"dur": 5, "args": {{"External id": {i}, "Sequence number": {i}, "Fwd thread id": 1, '
+        '"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}}'
+        for i in range(400)
+    ]
+    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+    real = _kineto_columns._Columns.add_scanned
+    merged: list[int] = []
+
+    def spy(self: Any, scanned: _fastscan.Scanned) -> None:
+        real(self, scanned)
+        raw = [np.frombuffer(b, dtype=np.uint8) for b in scanned.raw.values() if len(b)]
+        held = [a for parts in self.op_parts.values() for a in parts]
+        held += [g.buf for g in self.parts.values()]
+        held += [a for s in self.sparse.values() for a in (*s.rows, *s.values)]
+        for key, a in [(k, a) for k, parts in self.op_parts.items() for a in parts]:
+            assert not any(np.may_share_memory(a, r) for r in raw), key
+        assert not any(np.may_share_memory(a, r) for a in held for r in raw)
+        merged.append(1)
+
+    monkeypatch.setattr(_kineto_columns._Columns, "add_scanned", spy)
+    got = _fast(path, monkeypatch, path.stat().st_size // 10, 1)
+    assert len(merged) >= 5 and len(got) == 400
+    assert got.op_args is not None and got.op_args.sequence.tolist() == list(range(400))
+
+
 def test_growing_column_keeps_every_piece_in_order() -> None:
     from badput.trace._kineto_columns import _Growing
 

@@ -543,8 +543,10 @@ class _Columns:
         parts["row"].append(ops.row + self.rows)
         for j, key in enumerate(("dims", "types", "strides", "concrete")):
             parts[key].append(lut[ops.ids[j]])
-        parts["sequence"].append(ops.seq)
-        parts["fwd_tid"].append(ops.fwd)
+        # Copies, not views of the scanner's columns: a view would hold its buffer until the
+        # read ends, and the next piece would scan into fresh memory, not the pooled pages.
+        parts["sequence"].append(ops.seq.copy())
+        parts["fwd_tid"].append(ops.fwd.copy())
 
     def _name(self, name_id: int) -> str:
         for name, nid in self.names.items():
