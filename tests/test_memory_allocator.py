@@ -72,3 +72,49 @@ def test_a_commands_pool_workers_keep_freed_memory(monkeypatch: pytest.MonkeyPat
     assert list(LocalExecutor(2).map(memory.memory_kept, items)) == [False, False]
     monkeypatch.setattr(memory, "_KEPT", [True])
     assert list(LocalExecutor(2).map(memory.memory_kept, items)) == [True, True]
+
+
+def _resident(address: int, nbytes: int) -> list[bool]:
+    """Whether each page of [address, address + nbytes) is in memory (mincore(2))."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pages = (nbytes + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    assert libc.mincore(ctypes.c_void_p(address), nbytes, vec) == 0, ctypes.get_errno()
+    return [bool(v & 1) for v in vec]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and mincore")
+def test_populate_maps_the_pages_a_write_will_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a command, the whole pages of the range after its first one, and the one holding its
+    end, are mapped at once; outside a command nothing is."""
+    import ctypes
+    import mmap
+
+    import badput._memory as memory
+
+    page = mmap.PAGESIZE
+    area = mmap.mmap(-1, 64 * page)  # fresh anonymous pages: none resident yet
+    cell = ctypes.c_char.from_buffer(area)
+    address = ctypes.addressof(cell)
+    try:
+        assert not any(_resident(address, 64 * page))
+        monkeypatch.setattr(memory, "_KEPT", [])
+        memory.populate(address + 100, 40 * page)  # not a command's process: nothing
+        assert not any(_resident(address, 64 * page))
+        monkeypatch.setattr(memory, "_KEPT", [True])
+        monkeypatch.setattr(memory, "_POPULATE", [True])
+        memory.populate(address + 100, 40 * page)
+        if not memory._POPULATE[0]:
+            pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
+        want = [1 <= i <= 40 for i in range(64)]  # page 0 holds the start: left out
+        assert _resident(address, 64 * page) == want
+        memory.populate(address + 50 * page, 10 * page)  # under 16 pages: left to the writes
+        assert _resident(address, 64 * page) == want
+        assert area[: 64 * page] == bytes(64 * page)  # mapped, not written
+    finally:
+        del cell
+        area.close()
