@@ -494,6 +494,34 @@ def test_id_columns_are_int32_until_a_value_needs_int64(
     assert_same_trace(complete, _fast(path, monkeypatch, piece=700, jobs=1))
 
 
+@pytest.mark.parametrize("column", ["pid", "tid", "device", "stream", "correlation", "external_id"])
+@pytest.mark.parametrize(
+    "value, wide",
+    [(2**31 - 1, False), (-(2**31), False), (2**31, True), (-(2**31) - 1, True)],
+)
+def test_each_id_column_widens_exactly_past_int32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, column: str, value: int, wide: bool
+) -> None:
+    """The scanner's pass notes the range of each id column as it writes it: the column is
+    int32 up to int32's bounds and int64 one past them, with the value intact."""
+    ids = {"pid": 0, "tid": 7, "device": 0, "stream": 7, "correlation": 5, "external_id": 9}
+    ids[column] = value
+    kernel = (
+        f'{{"ph": "X", "cat": "kernel", "name": "k", "pid": {ids["pid"]}, "tid": {ids["tid"]}, '
+        f'"ts": 20, "dur": 2, "args": {{"device": {ids["device"]}, "stream": {ids["stream"]}, '
+        f'"correlation": {ids["correlation"]}, "External id": {ids["external_id"]}}}}}'
+    )
+    events = [*_events(40, seed=3)[:-1], kernel]
+    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+    complete = _complete(path, monkeypatch)
+    for jobs in (1, 2):
+        trace = _fast(path, monkeypatch, piece=1 << 20, jobs=jobs)
+        assert_same_trace(trace, complete)
+        assert getattr(trace, column).dtype == (np.int64 if wide else np.int32)
+        row = int(np.flatnonzero(trace.name_id == trace.names.index("k"))[0])
+        assert int(getattr(trace, column)[row]) == value
+
+
 @pytest.mark.parametrize("chunk", [1, 64, 65, 100, 1000])
 def test_stream_cuts_and_pieces_across_chunk_seams(chunk: int) -> None:
     """A text held in chunks cuts and slices as the whole text does: cuts that straddle two

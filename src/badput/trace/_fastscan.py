@@ -173,6 +173,11 @@ class Derived:
     bad: int  # complete events without a start or with an end past int64 nanoseconds
     negative: int  # rows of good time with a negative length ...
     first_negative: int  # ... and the first of them (-1: none)
+    fits_int32: dict[str, bool]  # per id column (`DERIVED_ID_COLUMNS`): every value in int32
+
+
+#: The id columns whose range `derive` reports, as the columns store names them.
+DERIVED_ID_COLUMNS = ("device", "stream", "external_id", "pid", "tid", "correlation")
 
 
 def derive(
@@ -193,8 +198,9 @@ def derive(
     `name_id_of[name]`; a GPU-side kind (`gpu_side`) keeps its device and stream or takes the
     pid's and tid's, other kinds have neither (NO_ID); a memory event on a GPU (device type
     `constants[4]`) takes its device id, and its allocation's size as its byte count; `ext`
-    falls back to `ext_lower`. Rows with bad times are counted, not dropped. Raises
-    ValueError for a string or label id beyond its table.
+    falls back to `ext_lower`. Rows with bad times are counted, not dropped; whether int32
+    holds every value of each of `DERIVED_ID_COLUMNS` is noted. Raises ValueError for a string
+    or label id beyond its table.
     """
     raw = scanned.raw
     kind = np.empty(len(raw["phase"]), dtype=np.int8)
@@ -206,5 +212,5 @@ def derive(
         np.ascontiguousarray(gpu_side, np.bool_), kind,
     )  # fmt: skip
     names = ("cat", "name", "dur", "device", "stream", "ext", "bytes", "pid", "tid", "correlation")
-    bad, negative, first = _scan.derive(bufs, tuple(raw[k] for k in names), constants)
-    return Derived(kind, bad, negative, first)
+    bad, negative, first, fits = _scan.derive(bufs, tuple(raw[k] for k in names), constants)
+    return Derived(kind, bad, negative, first, dict(zip(DERIVED_ID_COLUMNS, fits, strict=True)))

@@ -1403,6 +1403,11 @@ static PyObject *derive(PyObject *self, PyObject *args) {
     int64_t *corr = (int64_t *)c[C_CORR];
     const int labels = n_labels > 1; /* the last slot is NO_ID: a piece without labels */
     Py_ssize_t bad = 0, negative = 0, first_negative = -1, out_of_range = -1;
+    /* Whether some value of each id column (as written) lies beyond int32: one flag each,
+     * or-ed in without a branch (a value v fits iff v + 2**31 < 2**32, unsigned). */
+    uint64_t wide_device = 0, wide_stream = 0, wide_ext = 0, wide_pid = 0, wide_tid = 0;
+    uint64_t wide_corr = 0;
+#define WIDE(v) ((uint64_t)(v) + 0x80000000ULL > 0xFFFFFFFFULL)
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t ci = cat[i] < 0 ? n_kinds + cat[i] : cat[i];
@@ -1455,13 +1460,23 @@ static PyObject *derive(PyObject *self, PyObject *args) {
             bytes[i] = alloc[i];
         }
         if (ext[i] == NO_ID) ext[i] = ext_lower[i];
+        wide_device |= WIDE(device[i]);
+        wide_stream |= WIDE(stream[i]);
+        wide_ext |= WIDE(ext[i]);
+        wide_pid |= WIDE(pid[i]);
+        wide_tid |= WIDE(tid[i]);
+        wide_corr |= WIDE(corr[i]);
     }
     Py_END_ALLOW_THREADS
+#undef WIDE
     if (out_of_range >= 0) {
         PyErr_Format(PyExc_ValueError, "derive: row %zd has an id beyond its table", out_of_range);
         goto done;
     }
-    result = Py_BuildValue("nnn", bad, negative, first_negative);
+    result = Py_BuildValue("nnn(NNNNNN)", bad, negative, first_negative,
+                           PyBool_FromLong(!wide_device), PyBool_FromLong(!wide_stream),
+                           PyBool_FromLong(!wide_ext), PyBool_FromLong(!wide_pid),
+                           PyBool_FromLong(!wide_tid), PyBool_FromLong(!wide_corr));
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
     return result;
@@ -1484,9 +1499,10 @@ static PyMethodDef methods[] = {
      "mark(ids, seen) -> bool: seen[i] = 1 for each id i of the int32 ids (the last slot for "
      "-1, none), in one pass; False at the first id outside [-1, len(seen) - 1)."},
     {"derive", derive, METH_VARARGS,
-     "derive(buffers, columns, constants) -> (bad, negative, first_negative): a piece's kinds, "
-     "name ids, pids, tids, flow ids, lengths, devices, streams, op ids and byte counts in one "
-     "pass (see _fastscan.derive)."},
+     "derive(buffers, columns, constants) -> (bad, negative, first_negative, fits): a piece's "
+     "kinds, name ids, pids, tids, flow ids, lengths, devices, streams, op ids and byte counts "
+     "in one pass, and whether int32 holds each of device, stream, ext, pid, tid and "
+     "correlation (see _fastscan.derive)."},
     {"scan", scan, METH_O,
      "scan(buffer) -> tuple | None: typed columns of a JSON array of trace events, or None "
      "when the text needs the complete decoder."},
