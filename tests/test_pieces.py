@@ -360,26 +360,6 @@ def test_growing_column_keeps_every_piece_in_order() -> None:
     assert col.array().tolist() == [0, 1, 2] and col.buf.shape[0] < 1 << 20
 
 
-def test_growing_column_maps_each_pieces_pages_before_writing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Each piece's rows (and the rows copied on a resize) are handed to `populate` as the
-    buffer's range they are about to fill."""
-    from badput.trace import _kineto_columns
-
-    asked: list[tuple[int, int]] = []
-    monkeypatch.setattr(_kineto_columns, "populate", lambda a, n: asked.append((a, n)))
-    col = _kineto_columns._Growing(np.int64)
-    col.reserve(100)
-    col.append(np.arange(5, dtype=np.int64))  # decides the column needs a buffer
-    col.append(np.arange(7, dtype=np.int64) + 5)
-    base = col.buf.ctypes.data
-    col.append(np.arange(200, dtype=np.int64) + 12)  # past the room: grown, rows copied over
-    grown = col.buf.ctypes.data
-    assert col.array().tolist() == list(range(212))
-    assert asked[-3:] == [(base + 5 * 8, 7 * 8), (grown, 12 * 8), (grown + 12 * 8, 200 * 8)]
-
-
 def test_a_column_of_one_value_holds_no_buffer() -> None:
     from badput.trace._kineto_columns import _Growing
 

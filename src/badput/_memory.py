@@ -15,9 +15,6 @@ freed memory the others cannot reuse: 865 instead of 1,047 MiB resident for the 
 TraceLens shape on two cores). Elsewhere (macOS, musl, a libc without the calls) both do
 nothing.
 
-The columns a read fills piece by piece are written into fresh memory: `populate` maps each
-piece's pages in one call before they are written, not one fault per page.
-
 A command also asks numpy not to advise huge pages for its arrays: where the kernel compacts
 memory for a huge page on the fault (transparent huge pages with `defrag` at `madvise`, a
 common default), each fresh 2 MB costs more than its 512 small pages. On the 2-core virtual
@@ -31,11 +28,10 @@ import ctypes
 import ctypes.util
 import functools
 import importlib
-import mmap
 import sys
 from collections.abc import Callable
 
-__all__ = ["give_back_free_memory", "keep_freed_memory", "memory_kept", "populate"]
+__all__ = ["give_back_free_memory", "keep_freed_memory", "memory_kept"]
 
 _KEPT: list[bool] = []  # set once `keep_freed_memory` took effect: the process is a command's
 
@@ -110,48 +106,6 @@ def _no_huge_page_advice() -> None:
             except Exception:
                 return
             return
-
-
-_MADV_POPULATE_WRITE = 23  # Linux 5.14
-_PAGE = mmap.PAGESIZE
-
-
-@functools.cache
-def _madvise() -> Callable[[int, int, int], int] | None:
-    libc = _libc()
-    try:
-        fn: Callable[[int, int, int], int] = libc.madvise  # type: ignore[union-attr]
-    except AttributeError:
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]  # type: ignore[attr-defined]
-    fn.restype = ctypes.c_int  # type: ignore[attr-defined]
-    return fn
-
-
-_POPULATE: list[bool] = [True]
-
-
-def populate(address: int, nbytes: int) -> None:
-    """Fault in the pages of [address, address + nbytes) in one call, before they are written.
-
-    For a command's large writes into fresh memory (`keep_freed_memory`): one madvise
-    (MADV_POPULATE_WRITE, Linux 5.14) maps the pages in bulk, where writing them takes a
-    fault per page (190 MB of a column buffer: 62 ms against 107 ms on the virtual machine of
-    benchmarks/results/shapes.md). The page holding `address` is left out (a buffer filled
-    piece by piece has touched it already); the one holding the end is taken. Nothing
-    elsewhere (another process's heap is not ours to shape), for less than 16 pages, or once
-    the call has failed (an older kernel): the writes then fault as before.
-    """
-    if not _KEPT or not _POPULATE[0] or nbytes < 16 * _PAGE:
-        return
-    madvise = _madvise()
-    if madvise is None:
-        _POPULATE[0] = False
-        return
-    lo = (address + _PAGE - 1) // _PAGE * _PAGE
-    hi = (address + nbytes + _PAGE - 1) // _PAGE * _PAGE
-    if hi > lo and madvise(lo, hi - lo, _MADV_POPULATE_WRITE) != 0:
-        _POPULATE[0] = False
 
 
 def give_back_free_memory() -> bool:

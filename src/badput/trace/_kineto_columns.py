@@ -16,7 +16,6 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from badput._memory import populate
 from badput._text import is_ascii_digits
 from badput.trace import _fastscan
 from badput.trace._kineto_json import (
@@ -647,7 +646,6 @@ class _Growing:
 
     def _resize(self, rows: int) -> None:
         buf = np.empty(rows, dtype=self.dtype)
-        populate(buf.ctypes.data, self.n * buf.itemsize)
         buf[: self.n] = self.buf[: self.n]
         self.buf = buf
 
@@ -666,9 +664,7 @@ class _Growing:
             self._spread()
         if end > self.buf.shape[0]:
             self._grow(end)
-        dest = self.buf[self.n : end]
-        populate(dest.ctypes.data, dest.nbytes)  # the buffer's fresh pages, in one call
-        dest[...] = values
+        self.buf[self.n : end] = values
         self.n = end
 
     def _grow(self, rows: int) -> None:
