@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from badput.analysis._beside import Beside
+from badput.analysis.critical_path import CriticalPath, PathBeside
 from badput.analysis.device import analyze_trace
+from badput.analysis.results import DeviceAnalysis
 from badput.diagnose import diagnose_job, outcome_of
 from badput.report.json_report import encode_document, job_document
 from badput.trace import load_trace
-from badput.trace.model import EventKind
+from badput.trace.model import EventKind, Trace
 from conftest import SHARED_TRACES, reference
 
 KINETO = sorted(
@@ -93,7 +96,7 @@ def test_a_path_found_beside_the_diagnosis_gives_the_same_report(name: str) -> N
 
 def test_a_path_being_found_is_waited_for_by_the_what_ifs_alone() -> None:
     """The rules run while the path is found; each what-if waits for it on the what-if thread."""
-    from badput.analysis.critical_path import CriticalPath, critical_path
+    from badput.analysis.critical_path import critical_path
     from badput.diagnose import diagnose_device
 
     name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
@@ -211,12 +214,16 @@ def test_a_graph_waiting_for_a_failed_analysis_gets_its_error() -> None:
         early.graph.result()
 
 
-def test_what_ifs_run_in_the_graph_before_the_path_is_found(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """`PathBeside.what_if` needs the graph alone; the path, once found, holds its caches."""
-    import numpy as np
+class _HeldPath(NamedTuple):
+    trace: Trace
+    device: DeviceAnalysis
+    want: CriticalPath  # the path found on one thread
+    pending: PathBeside  # the same path, found beside from the same graph once released
+    release: threading.Event
 
+
+def _held_path(monkeypatch: pytest.MonkeyPatch) -> _HeldPath:
+    """The ResNet sample's GPU, its path being found beside and held until `release` is set."""
     import badput.analysis.critical_path as cp_mod
 
     name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
@@ -236,6 +243,18 @@ def test_what_ifs_run_in_the_graph_before_the_path_is_found(
     monkeypatch.setattr(cp_mod, "critical_path", held)
     graph = want.graph
     pending = cp_mod.PathBeside(2, trace, device, tree, lambda: graph, lambda: want.blocking)
+    return _HeldPath(trace, device, want, pending, release)
+
+
+def test_what_ifs_run_in_the_graph_before_the_path_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`PathBeside.what_if` needs the graph alone; the path, once found, holds its caches."""
+    import numpy as np
+
+    import badput.analysis.critical_path as cp_mod
+
+    trace, _, want, pending, release = _held_path(monkeypatch)
     loader = np.flatnonzero(trace.kind == EventKind.CPU_OP)[:50].astype(np.int64)
     change = cp_mod.GraphChange(host_rows=loader)
     shorter = pending.what_if(trace, change)  # the path is still held
@@ -253,27 +272,10 @@ def test_the_findings_what_ifs_all_run_before_the_path_is_found(
     """On two threads each finding's what-if needs the graph alone: the second runs while the
     path is still being found (the first does not hold the what-if thread waiting for it),
     and the savings, taken against the path once found, are those of one thread."""
-
     import badput.analysis.critical_path as cp_mod
     from badput.diagnose.context import DeviceContext
 
-    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
-    trace = load_trace(str(reference(SHARED_TRACES / name)))
-    (device,) = analyze_trace(trace, jobs=1)
-    want = device.critical_path
-    assert want is not None and want.graph is not None and device.timeline is not None
-    tree = device.timeline.tree
-    assert tree is not None
-    release = threading.Event()
-    real = cp_mod.critical_path
-
-    def held(*args: object, **kwargs: object) -> cp_mod.CriticalPath:
-        assert release.wait(timeout=60)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(cp_mod, "critical_path", held)
-    graph = want.graph
-    pending = cp_mod.PathBeside(2, trace, device, tree, lambda: graph, lambda: want.blocking)
+    trace, device, want, pending, release = _held_path(monkeypatch)
     ctx = DeviceContext(trace, device, jobs=2, path=pending)
     # The path is the host's (a data-loading-bound step): two host what-ifs shorten it.
     changes = [cp_mod.GraphChange(all_host=True), cp_mod.GraphChange(all_host=True, host_scale=0.5)]
