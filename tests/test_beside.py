@@ -289,8 +289,10 @@ def test_the_findings_what_ifs_all_run_before_the_path_is_found(
         assert not release.is_set()  # both ran with the path still held
     finally:
         release.set()
+    assert pending._base  # the what-ifs' caches, made in the graph
+    ctx.done_with_what_ifs()  # before the findings take their savings: the caches go all the same
+    assert not pending._base and not pending._spans
     got = ctx.with_graph_savings([f for f in found if f is not None])
-    ctx.done_with_what_ifs()
     one = DeviceContext(trace, device)  # one thread: the path found, each what-if in turn
     expected = [one.graph_savings(c) for c in changes]
     assert lengths == [cp_mod.what_if(trace, want, c) for c in changes]

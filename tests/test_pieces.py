@@ -502,6 +502,25 @@ def test_each_id_column_widens_exactly_past_int32(
         assert int(getattr(trace, column)[row]) == value
 
 
+def test_a_dropped_rows_wide_id_leaves_its_column_int32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row dropped for a bad time (no start) does not count toward its column's range."""
+    bad = (
+        '{"ph": "X", "cat": "cpu_op", "name": "no start", "pid": 1, "tid": 2, "dur": 5, '
+        f'"args": {{"External id": {2**40}}}}}'
+    )
+    events = [*_events(40, seed=4), bad]
+    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+    complete = _complete(path, monkeypatch)
+    assert complete.external_id.dtype == np.int32
+    assert "no start" not in {complete.names[i] for i in complete.name_id.tolist()}  # dropped
+    for jobs in (1, 2):
+        trace = _fast(path, monkeypatch, piece=1 << 20, jobs=jobs)
+        assert_same_trace(trace, complete)
+        assert trace.external_id.dtype == np.int32
+
+
 @pytest.mark.parametrize("chunk", [1, 64, 65, 100, 1000])
 def test_stream_cuts_and_pieces_across_chunk_seams(chunk: int) -> None:
     """A text held in chunks cuts and slices as the whole text does: cuts that straddle two

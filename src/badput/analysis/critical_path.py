@@ -551,6 +551,11 @@ class PathBeside:
         """`what_if` of the path-to-be: its length after `change` (waits for the graph)."""
         return _what_if_in(trace, self._graph(), self._spans, self._base, change)
 
+    def drop_what_if_caches(self) -> None:
+        """`CriticalPath.drop_what_if_caches` of the path-to-be (the same caches), now."""
+        self._spans.clear()
+        self._base.clear()
+
 
 def _rows_of(n_rows: int, rows: Ints) -> I64:
     """The distinct rows, ascending (a mask, not a sort: paths have millions of nodes)."""

@@ -315,6 +315,8 @@ class DeviceContext:
         """
         if "_what_ifs" in self.__dict__:
             self._what_ifs.shutdown(wait=True, cancel_futures=True)
+        if isinstance(self.path, PathBeside):  # what-ifs of findings not taken made its caches
+            self.path.drop_what_if_caches()
         for cp in self._what_if_paths:
             cp.drop_what_if_caches()
         self._what_if_paths.clear()

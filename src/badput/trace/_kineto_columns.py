@@ -470,6 +470,7 @@ class _Columns:
             self.bad_time += int(bad.sum())
             keep = ~bad
             c = {k: v[keep] for k, v in c.items()}
+            fits_int32 = None  # found over every row: the rows kept may fit where they did not
             phase = c["phase"]
             new_row = np.cumsum(keep) - 1
             if meta:
