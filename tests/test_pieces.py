@@ -328,8 +328,7 @@ def test_no_piece_column_is_kept_past_its_merge(
     def spy(self: Any, scanned: _fastscan.Scanned) -> None:
         real(self, scanned)
         raw = [np.frombuffer(b, dtype=np.uint8) for b in scanned.raw.values() if len(b)]
-        held = [a for parts in self.op_parts.values() for a in parts]
-        held += [g.buf for g in self.parts.values()]
+        held = [g.buf for g in self.parts.values()]
         held += [a for s in self.sparse.values() for a in (*s.rows, *s.values)]
         for key, a in [(k, a) for k, parts in self.op_parts.items() for a in parts]:
             assert not any(np.may_share_memory(a, r) for r in raw), key

@@ -419,7 +419,8 @@ class _Columns:
                 cols[key] = scanned.column(key, np.int64)
         else:
             self._note_negative(derived.negative, derived.first_negative, cols)
-        self._finish(cols, meta, ops, derived is not None, derived.fits_int32 if derived else None)
+        fits = None if derived is None else derived.fits_int32
+        self._finish(cols, meta, ops, derived is not None, fits)
 
     def add_lenient(self, raw_events: list[_RawEvent]) -> None:
         """Convert events whose fields have unexpected types, one at a time."""
