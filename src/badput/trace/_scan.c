@@ -175,6 +175,7 @@ static inline uint64_t hash_step(uint64_t h, uint64_t w) {
 }
 
 static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    const Py_ssize_t total = n;
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
     if (n >= 32) {
         uint64_t h1 = 0x243F6A8885A308D3ULL, h2 = 0x13198A2E03707344ULL,
@@ -202,7 +203,11 @@ static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
         n -= 8;
     }
     uint64_t w = 0;
-    for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)(unsigned char)p[i] << (8 * i);
+    if (n > 0 && total >= 8) { /* the last eight bytes, overlapping the ones hashed */
+        memcpy(&w, p + n - 8, 8);
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)(unsigned char)p[i] << (8 * i);
+    }
     h = (h ^ w) * HASH_M2;
     return h ^ (h >> 29);
 }
@@ -224,12 +229,38 @@ static int intern_grow(interner *t) {
     return 0;
 }
 
+/* memcmp(a, b, n) == 0, inline: most strings compared are names of tens of bytes. */
+static ALWAYS_INLINE int same_text(const char *a, const char *b, Py_ssize_t n) {
+    if (n < 8) {
+        if (n >= 4) {
+            uint32_t p, q, r, t;
+            memcpy(&p, a, 4);
+            memcpy(&q, b, 4);
+            memcpy(&r, a + n - 4, 4);
+            memcpy(&t, b + n - 4, 4);
+            return p == q && r == t;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return 0;
+        return 1;
+    }
+    uint64_t x, y;
+    for (Py_ssize_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y) return 0;
+    }
+    memcpy(&x, a + n - 8, 8);
+    memcpy(&y, b + n - 8, 8);
+    return x == y;
+}
+
 /* Id of the string, adding it if new; -2 on memory failure. */
 static int32_t intern(interner *t, const char *p, Py_ssize_t n) {
     if ((size_t)(t->count + 1) * 2 > t->cap && intern_grow(t) < 0) return -2;
     size_t j = hash_bytes(p, n) & (t->cap - 1);
     while (t->slots[j].ptr) {
-        if (t->slots[j].len == n && memcmp(t->slots[j].ptr, p, n) == 0) return t->slots[j].id;
+        if (t->slots[j].len == n && same_text(t->slots[j].ptr, p, n)) return t->slots[j].id;
         j = (j + 1) & (t->cap - 1);
     }
     t->slots[j].ptr = p;
@@ -248,7 +279,9 @@ typedef struct {
 } cursor;
 
 static inline void skip_ws(cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+    /* every whitespace byte is at most ' ': one compare turns the others away */
+    while (c->p < c->end && (unsigned char)*c->p <= ' ' &&
+           (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
         c->p++;
 }
 
@@ -622,10 +655,11 @@ static int event_key(cursor *c) {
     return EK_OTHER; /* every key read above has matched as it stands */
 }
 
-/* The keys of an event's args that the scanner reads; AK_OTHER for any other. */
+/* The keys of an event's args that the scanner reads; AK_OTHER for any other, AK_SAME for
+ * one whose value it skips and an event kind repeats (learnt with its layout). */
 enum { AK_OTHER, AK_DEVICE, AK_STREAM, AK_CORRELATION, AK_EXT, AK_EXT_LOWER, AK_BYTES,
        AK_ALLOC_BYTES, AK_TOTAL_ALLOCATED, AK_TOTAL_RESERVED, AK_DEVICE_ID, AK_DEVICE_TYPE,
-       AK_SEQ, AK_FWD, AK_COLL, AK_DIMS, AK_TYPES, AK_STRIDES, AK_CONCRETE };
+       AK_SEQ, AK_FWD, AK_COLL, AK_DIMS, AK_TYPES, AK_STRIDES, AK_CONCRETE, AK_SAME };
 
 /* The key of an args member, as event_key does it. Kineto's other frequent keys (kernel
  * launch facts, Python ids, trace names) are matched too, to skip scanning them. */
@@ -642,8 +676,8 @@ static int args_key(cursor *c) {
                 break;
             case 'c':
                 if (TAKE_KEY(c, "correlation\"")) return AK_CORRELATION;
-                if (TAKE_KEY(c, "cbid\"")) return AK_OTHER;
-                if (TAKE_KEY(c, "context\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "cbid\"")) return AK_SAME;
+                if (TAKE_KEY(c, "context\"")) return AK_SAME;
                 break;
             case 'E':
                 if (TAKE_KEY(c, "External id\"")) return AK_EXT;
@@ -665,13 +699,13 @@ static int args_key(cursor *c) {
             case 'T':
                 if (TAKE_KEY(c, "Total Allocated\"")) return AK_TOTAL_ALLOCATED;
                 if (TAKE_KEY(c, "Total Reserved\"")) return AK_TOTAL_RESERVED;
-                if (TAKE_KEY(c, "Trace name\"")) return AK_OTHER;
-                if (TAKE_KEY(c, "Trace iteration\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "Trace name\"")) return AK_SAME;
+                if (TAKE_KEY(c, "Trace iteration\"")) return AK_SAME;
                 break;
             case 'D':
                 if (TAKE_KEY(c, "Device Id\"")) return AK_DEVICE_ID;
                 if (TAKE_KEY(c, "Device Type\"")) return AK_DEVICE_TYPE;
-                if (TAKE_KEY(c, "Device\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "Device\"")) return AK_SAME;
                 break;
             case 'S':
                 if (TAKE_KEY(c, "Sequence number\"")) return AK_SEQ;
@@ -695,7 +729,7 @@ static int args_key(cursor *c) {
                 if (TAKE_KEY(c, "Input Strides\"")) return AK_STRIDES;
                 break;
             case 'q':
-                if (TAKE_KEY(c, "queued\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "queued\"")) return AK_SAME;
                 break;
             case 'r':
                 if (TAKE_KEY(c, "registers per thread\"")) return AK_OTHER;
@@ -735,70 +769,6 @@ typedef struct {
 
 static const op_t NO_OP = {{NULL, NULL, NULL, NULL}, {0, 0, 0, 0}, NO_ID, NO_ID};
 
-/* has_coll is set when the args hold a "Collective name" key (NCCL metadata) or a key that
- * names the record a cuda_sync row waited on. */
-static int scan_args(cursor *c, args_t *a, int *has_coll, op_t *op) {
-    if (c->p >= c->end || *c->p != '{') return -1;
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 0;
-    }
-    for (;;) {
-        skip_ws(c);
-        int key = args_key(c);
-        if (key < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return -1;
-        c->p++;
-        skip_ws(c);
-        int64_t *target = NULL;
-        switch (key) {
-            case AK_DEVICE: target = &a->device; break;
-            case AK_STREAM: target = &a->stream; break;
-            case AK_CORRELATION: target = &a->correlation; break;
-            case AK_EXT: target = &a->ext; break;
-            case AK_EXT_LOWER: target = &a->ext_lower; break;
-            case AK_BYTES: target = &a->bytes; break;
-            case AK_ALLOC_BYTES: target = &a->alloc_bytes; break;
-            case AK_TOTAL_ALLOCATED: target = &a->total_allocated; break;
-            case AK_TOTAL_RESERVED: target = &a->total_reserved; break;
-            case AK_DEVICE_ID: target = &a->device_id; break;
-            case AK_DEVICE_TYPE: target = &a->device_type; break;
-            case AK_SEQ: target = &op->seq; break;
-            case AK_FWD: target = &op->fwd; break;
-        }
-        if (target) {
-            if (scan_int(c, target) < 0) return -1;
-        } else {
-            int list = key == AK_DIMS       ? OP_DIMS
-                       : key == AK_TYPES    ? OP_TYPES
-                       : key == AK_STRIDES  ? OP_STRIDES
-                       : key == AK_CONCRETE ? OP_CONCRETE
-                                            : -1;
-            const char *start = c->p;
-            if (key == AK_COLL) *has_coll = 1;
-            if (skip_value(c, 2) < 0) return -1;
-            if (list >= 0) { /* a repeated key: the last one counts, as in msgspec */
-                op->ptr[list] = *start == '[' ? start : NULL;
-                op->len[list] = c->p - start;
-            }
-        }
-        skip_ws(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return -1;
-    }
-}
-
 enum { COL_PHASE, COL_CAT, COL_NAME, COL_PID, COL_PID_LABEL, COL_TID, COL_TID_LABEL, COL_TS,
        COL_HAS_TS, COL_DUR, COL_HAS_DUR, COL_ID, COL_ID_LABEL, COL_DEVICE, COL_STREAM,
        COL_CORRELATION, COL_EXT, COL_EXT_LOWER, COL_BYTES, COL_ALLOC_BYTES,
@@ -817,6 +787,79 @@ static const unsigned char COL_SIZE[N_COLS] = {
  * one check for room per row; their `len` is set from `rows` when read (rows_done). */
 #define N_ROW_COLS COL_META_ROW
 
+/* ---- layouts: the bytes between an event's values, learnt and matched ------------------ *
+ *
+ * Kineto writes every event of a kind alike: the same keys in the same order, with the same
+ * punctuation and whitespace between them; only the values differ. An event is a sequence
+ * of steps, each the literal bytes up to a value (`,"ts":`, with any whitespace) and what to
+ * do with the value there (its action: the key's, as the general way reads it). Each event
+ * that the general way reads is recorded as such a sequence and added to a trie of the
+ * layouts seen in the piece; the next event is matched against the trie first: compare a
+ * step's literal, read its value by its action, go on with the children of that step.
+ *
+ * Matched, an event is read as the general way reads it, exactly: the literal bytes are the
+ * ones the general way skips or matches as keys (whitespace, punctuation, key strings), and
+ * each value is read by the same function, from the same byte, with the same key. Where a
+ * literal does not match or a value's read fails, the event is read again from its start the
+ * general way (which decides what to accept and what to refuse), so a layout never changes
+ * what is accepted. */
+
+/* Actions: a top-level key (EK_*, below 32), an args key (32 + AK_*), and three more. */
+enum { ACT_ARGS = 32, ACT_ARGS_OPEN = 64, ACT_ARGS_CLOSE, ACT_END };
+
+#define MAX_STEPS 96           /* steps recorded per event; an event with more adds none */
+#define MAX_LAYOUT_NODES 4096  /* trie nodes per piece; once full, no layout is added */
+#define MAX_LAYOUT_BYTES 65536 /* literal bytes per piece */
+#define MAX_LITERAL 1024       /* longer literals are not learnt */
+#define MAX_MISSES 256         /* misses a piece allows before it stops matching (at 20 %) */
+
+/* Values that an event kind repeats ("ph", "cat", "pid", "tid", the args' "device",
+ * "stream", "Fwd thread id" and the AK_SAME keys) are learnt with the bytes around them: the
+ * literal runs through the value, and the node keeps what the value read into (the same
+ * bytes read the same way give the same value: the interners are the piece's, as the trie
+ * is). */
+enum { CONST_PH = 1, CONST_CAT = 2, CONST_PID = 4, CONST_TID = 8, CONST_DEVICE = 16,
+       CONST_STREAM = 32, CONST_FWD = 64, CONST_SAME = 128 };
+#define MAX_CONST_VALUE 64 /* longer values are read, not learnt */
+
+typedef struct {
+    uint32_t off;    /* the literal: its offset in the arena and its length */
+    uint16_t len;
+    uint8_t action;
+    uint8_t consts;  /* CONST_*: the values the literal holds */
+    uint16_t tail;   /* movemask bits of the literal's last (partial) 16 bytes */
+    int32_t child;   /* first child, -1: none */
+    int32_t sibling; /* next sibling, -1: none */
+    int32_t phase, cat, pid_label, tid_label;
+    int64_t pid, tid, device, stream, fwd;
+    int32_t table;   /* with two children or more: its child table, -1: none */
+    uint32_t apart;  /* where the window of up to 8 bytes that tells its children apart */
+    uint64_t window; /* begins, and the mask of its bytes */
+    int32_t short_child; /* a child whose literal is shorter than the window, -1: none */
+    uint32_t children;   /* how many it has */
+    uint32_t least;      /* the table holds children of at least this many bytes only */
+} lnode;
+
+/* A node's children by a hash of their literal's bytes in its window: the first child with
+ * that hash (-1: none), tried before the others, so that an event picks its layout among
+ * many in one compare. */
+#define WINDOW_HASH(w) ((unsigned)(((w) * 0x9E3779B97F4A7C15ULL) >> 56))
+#define MAX_TABLES 256
+typedef int16_t child_table[256];
+
+typedef struct {
+    const char *start, *end; /* where its value lies (start == end: nothing read) */
+    int action;
+} step;
+
+/* An op's shape lists repeat with its name: the text a name's list had last, and its id. A
+ * list at the cursor that begins with that text (a whole JSON array) is that text. */
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+    int32_t id;
+} list_memo;
+
 typedef struct {
     column cols[N_COLS];
     interner strings; /* cat and name */
@@ -826,6 +869,19 @@ typedef struct {
     const char *base; /* start of the input: meta_off counts from here */
     size_t rows;      /* kept rows */
     size_t room;      /* rows the row columns hold without growing */
+    lnode *nodes;     /* layout trie: node 0 is its root (no literal) */
+    int32_t n_nodes;
+    char *arena;      /* literal bytes (+ 16 spare, for 16-byte loads) */
+    size_t arena_len;
+    int layouts_full; /* no more layouts are added (full, or out of memory) */
+    int layouts_off;  /* no more events are matched: most did not match */
+    Py_ssize_t matched, missed;
+    child_table *tables;
+    int32_t n_tables;
+    list_memo *memo; /* per name id, per shape list: the list text it had last */
+    size_t memo_names;
+    step steps[MAX_STEPS];
+    int n_steps;      /* recorded steps of the event read the general way; -1: too many */
 } scan_state;
 
 /* Set the row columns' `len` from the rows kept. */
@@ -859,165 +915,632 @@ static int phase_code(const char *s, Py_ssize_t n) {
     }
 }
 
-/* One event object; 1 if kept, 0 if its phase is not kept, -1 if the fast path refuses. */
-static int scan_event(cursor *c, scan_state *st) {
+/* What an event's members set, read either way. */
+typedef struct {
+    int phase; /* -2: no "ph" */
+    int32_t cat, name, pid_label, tid_label, id_label;
+    int64_t pid, tid, ts, dur, id;
+    int8_t has_ts, has_dur;
+    args_t a;
+    op_t op;
+    const char *name_ptr;
+    Py_ssize_t name_len;
+    const char *args_ptr;
+    int64_t args_len;
+    int has_coll;
+    int op_known;                 /* bit i: op_ids[i] is shape list i's id (remembered) */
+    int32_t op_ids[N_OP_LISTS];
+} event_t;
+
+static const args_t NO_ARGS = {NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID,
+                               NO_ID, NO_ID, NO_ID, NO_ID, NO_ID};
+
+static void event_init(event_t *e) {
+    e->phase = -2;
+    e->cat = e->name = e->pid_label = e->tid_label = e->id_label = NO_ID;
+    e->pid = e->tid = e->id = NO_ID;
+    e->ts = e->dur = 0;
+    e->has_ts = e->has_dur = 0;
+    e->a = NO_ARGS;
+    e->op = NO_OP;
+    e->name_ptr = NULL;
+    e->name_len = 0;
+    e->args_ptr = NULL;
+    e->args_len = 0;
+    e->has_coll = 0;
+    e->op_known = 0;
+}
+
+/* The value of a top-level member (not "args") at c->p, by its key. */
+static ALWAYS_INLINE int event_member(cursor *c, scan_state *st, event_t *e, int key) {
+    switch (key) {
+        case EK_PH: {
+            const char *s;
+            Py_ssize_t n;
+            if (scan_string(c, &s, &n) < 0) return -1;
+            e->phase = phase_code(s, n);
+            return 0;
+        }
+        case EK_CAT:
+        case EK_NAME: {
+            const char *s;
+            Py_ssize_t n;
+            if (scan_string(c, &s, &n) < 0) return -1; /* null or a number: refused */
+            int32_t v = intern(&st->strings, s, n);
+            if (v < 0) return -1;
+            if (key == EK_CAT) {
+                e->cat = v;
+            } else {
+                e->name = v;
+                e->name_ptr = s;
+                e->name_len = n;
+            }
+            return 0;
+        }
+        case EK_PID:
+            return scan_id(c, &st->labels, &e->pid, &e->pid_label);
+        case EK_TID:
+            return scan_id(c, &st->labels, &e->tid, &e->tid_label);
+        case EK_ID:
+            return scan_id(c, &st->labels, &e->id, &e->id_label);
+        case EK_TS:
+            e->has_ts = 1;
+            return scan_us(c, &e->ts);
+        case EK_DUR:
+            e->has_dur = 1;
+            return scan_us(c, &e->dur);
+        default:
+            return skip_value(c, 1);
+    }
+}
+
+/* The value of an args member at c->p, by its key. has_coll is set for a "Collective name"
+ * key (NCCL metadata) or a key that names the record a cuda_sync row waited on. */
+static ALWAYS_INLINE int args_member(cursor *c, scan_state *st, event_t *e, int key) {
+    int64_t *target = NULL;
+    switch (key) {
+        case AK_DEVICE: target = &e->a.device; break;
+        case AK_STREAM: target = &e->a.stream; break;
+        case AK_CORRELATION: target = &e->a.correlation; break;
+        case AK_EXT: target = &e->a.ext; break;
+        case AK_EXT_LOWER: target = &e->a.ext_lower; break;
+        case AK_BYTES: target = &e->a.bytes; break;
+        case AK_ALLOC_BYTES: target = &e->a.alloc_bytes; break;
+        case AK_TOTAL_ALLOCATED: target = &e->a.total_allocated; break;
+        case AK_TOTAL_RESERVED: target = &e->a.total_reserved; break;
+        case AK_DEVICE_ID: target = &e->a.device_id; break;
+        case AK_DEVICE_TYPE: target = &e->a.device_type; break;
+        case AK_SEQ: target = &e->op.seq; break;
+        case AK_FWD: target = &e->op.fwd; break;
+    }
+    if (target) return scan_int(c, target);
+    int list = key == AK_DIMS       ? OP_DIMS
+               : key == AK_TYPES    ? OP_TYPES
+               : key == AK_STRIDES  ? OP_STRIDES
+               : key == AK_CONCRETE ? OP_CONCRETE
+                                    : -1;
+    const char *start = c->p;
+    if (list >= 0 && e->name >= 0 && (size_t)e->name < st->memo_names) {
+        const list_memo *m = &st->memo[(size_t)e->name * N_OP_LISTS + list];
+        if (m->ptr && (size_t)(c->end - c->p) >= (size_t)m->len && same_text(c->p, m->ptr, m->len)) {
+            c->p += m->len;
+            e->op.ptr[list] = start;
+            e->op.len[list] = m->len;
+            e->op_ids[list] = m->id;
+            e->op_known |= 1 << list;
+            return 0;
+        }
+    }
+    if (key == AK_COLL) e->has_coll = 1;
+    if (skip_value(c, 2) < 0) return -1;
+    if (list >= 0) { /* a repeated key: the last one counts, as in msgspec */
+        e->op.ptr[list] = *start == '[' ? start : NULL;
+        e->op.len[list] = c->p - start;
+        e->op_known &= ~(1 << list);
+    }
+    return 0;
+}
+
+/* Record a step of the event read the general way. */
+static ALWAYS_INLINE void record(scan_state *st, const char *start, const char *end, int action) {
+    if (st->n_steps < 0) return;
+    if (st->n_steps == MAX_STEPS) {
+        st->n_steps = -1;
+        return;
+    }
+    step *s = &st->steps[st->n_steps++];
+    s->start = start;
+    s->end = end;
+    s->action = action;
+}
+
+/* The args object at c->p, the general way. */
+static int scan_args(cursor *c, scan_state *st, event_t *e) {
     if (c->p >= c->end || *c->p != '{') return -1;
     c->p++;
-    int phase = -2; /* -2: no "ph" */
-    int32_t cat = NO_ID, name = NO_ID, pid_label = NO_ID, tid_label = NO_ID, id_label = NO_ID;
-    int64_t pid = NO_ID, tid = NO_ID, ts = 0, dur = 0, id = NO_ID;
-    int8_t has_ts = 0, has_dur = 0;
-    static const args_t NO_ARGS = {NO_ID, NO_ID, NO_ID, NO_ID, NO_ID, NO_ID,
-                                   NO_ID, NO_ID, NO_ID, NO_ID, NO_ID};
-    args_t a = NO_ARGS;
-    op_t op = NO_OP;
-    const char *name_ptr = NULL;
-    Py_ssize_t name_len = 0;
-    const char *args_ptr = NULL;
-    int64_t args_len = 0;
-    int has_coll = 0;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') {
         c->p++;
-    } else {
-        for (;;) {
-            skip_ws(c);
-            int key = event_key(c);
-            if (key < 0) return -1;
-            skip_ws(c);
-            if (c->p >= c->end || *c->p != ':') return -1;
+        return 0;
+    }
+    for (;;) {
+        skip_ws(c);
+        int key = args_key(c);
+        if (key < 0) return -1;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return -1;
+        c->p++;
+        skip_ws(c);
+        const char *v = c->p;
+        if (args_member(c, st, e, key) < 0) return -1;
+        record(st, v, c->p, ACT_ARGS + key);
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') {
             c->p++;
-            skip_ws(c);
-            int rc = 0;
-            switch (key) {
-                case EK_PH: {
-                    const char *s;
-                    Py_ssize_t n;
-                    rc = scan_string(c, &s, &n);
-                    if (rc == 0) phase = phase_code(s, n);
-                    break;
-                }
-                case EK_CAT:
-                case EK_NAME: {
-                    const char *s;
-                    Py_ssize_t n;
-                    rc = scan_string(c, &s, &n); /* null or a number: refused */
-                    if (rc == 0) {
-                        int32_t v = intern(&st->strings, s, n);
-                        if (v < 0) return -1;
-                        if (key == EK_CAT) {
-                            cat = v;
-                        } else {
-                            name = v;
-                            name_ptr = s;
-                            name_len = n;
-                        }
-                    }
-                    break;
-                }
-                case EK_PID:
-                    rc = scan_id(c, &st->labels, &pid, &pid_label);
-                    break;
-                case EK_TID:
-                    rc = scan_id(c, &st->labels, &tid, &tid_label);
-                    break;
-                case EK_ID:
-                    rc = scan_id(c, &st->labels, &id, &id_label);
-                    break;
-                case EK_TS:
-                    rc = scan_us(c, &ts);
-                    has_ts = 1;
-                    break;
-                case EK_DUR:
-                    rc = scan_us(c, &dur);
-                    has_dur = 1;
-                    break;
-                case EK_ARGS:
-                    args_ptr = c->p;
-                    /* a repeated "args" key: the last one counts, as in msgspec */
-                    has_coll = 0;
-                    a = NO_ARGS;
-                    op = NO_OP;
-                    rc = scan_args(c, &a, &has_coll, &op);
-                    args_len = (int64_t)(c->p - args_ptr);
-                    break;
-                default:
-                    rc = skip_value(c, 1);
-            }
-            if (rc < 0) return -1;
-            skip_ws(c);
-            if (c->p >= c->end) return -1;
-            if (*c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (*c->p == '}') {
-                c->p++;
-                break;
-            }
-            return -1;
+            continue;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+/* Start of the args object at p: a repeated "args" key, the last one counts, as in msgspec. */
+static ALWAYS_INLINE void args_open(event_t *e, const char *p) {
+    e->args_ptr = p;
+    e->has_coll = 0;
+    e->a = NO_ARGS;
+    e->op = NO_OP;
+    e->op_known = 0;
+}
+
+/* One event object at c->p ('{'), the general way, its steps recorded. */
+static int parse_event(cursor *c, scan_state *st, event_t *e) {
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        skip_ws(c);
+        int key = event_key(c);
+        if (key < 0) return -1;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return -1;
+        c->p++;
+        skip_ws(c);
+        const char *v = c->p;
+        if (key == EK_ARGS) {
+            record(st, v, v, ACT_ARGS_OPEN);
+            args_open(e, v);
+            if (scan_args(c, st, e) < 0) return -1;
+            e->args_len = (int64_t)(c->p - v);
+            record(st, c->p, c->p, ACT_ARGS_CLOSE);
+        } else {
+            if (event_member(c, st, e, key) < 0) return -1;
+            record(st, v, c->p, key);
+        }
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+/* Whether the bytes at p (before end) are node n's literal (16 readable bytes past its end:
+ * the arena's spare). Sixteen bytes at a time where the input has them. */
+static ALWAYS_INLINE int literal_at(const char *p, const char *end, const char *arena,
+                                    const lnode *n) {
+    size_t left = (size_t)(end - p), len = n->len;
+    const char *lit = arena + n->off;
+#ifdef VEC_SCAN
+    if (left >= len + 16) {
+        size_t i = 0;
+        for (; i + 16 < len; i += 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+            __m128i y = _mm_loadu_si128((const __m128i *)(lit + i));
+            if (_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) != 0xFFFF) return 0;
+        }
+        __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+        __m128i y = _mm_loadu_si128((const __m128i *)(lit + i));
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, y));
+        return (m & n->tail) == n->tail;
+    }
+#endif
+    return left >= len && memcmp(p, lit, len) == 0;
+}
+
+/* What the values learnt with a node's literal read into. */
+static ALWAYS_INLINE void apply_consts(const lnode *n, event_t *e) {
+    unsigned k = n->consts;
+    if (k & CONST_PH) e->phase = n->phase;
+    if (k & CONST_CAT) e->cat = n->cat;
+    if (k & CONST_PID) {
+        e->pid = n->pid;
+        e->pid_label = n->pid_label;
+    }
+    if (k & CONST_TID) {
+        e->tid = n->tid;
+        e->tid_label = n->tid_label;
+    }
+    if (k & CONST_DEVICE) e->a.device = n->device;
+    if (k & CONST_STREAM) e->a.stream = n->stream;
+    if (k & CONST_FWD) e->op.fwd = n->fwd;
+}
+
+/* The event at c->p ('{') by a learnt layout: 1 when one matched it whole (the cursor past
+ * it), 0 when none did (e is then partly set, the cursor anywhere in the event). */
+static int match_event(cursor *c, scan_state *st, event_t *e) {
+    const lnode *nodes = st->nodes;
+    const char *arena = st->arena;
+    int32_t at = 0;
+    for (;;) {
+        const lnode *parent = &nodes[at];
+        int32_t k = parent->child; /* the one child, or the table's pick among many */
+        if (parent->table >= 0 && (size_t)(c->end - c->p) >= parent->apart + 8) {
+            uint64_t w;
+            memcpy(&w, c->p + parent->apart, 8);
+            k = st->tables[parent->table][WINDOW_HASH(w & parent->window)];
+        }
+        if ((k < 0 || !literal_at(c->p, c->end, arena, &nodes[k])) &&
+            ((k = parent->short_child) < 0 || !literal_at(c->p, c->end, arena, &nodes[k]))) {
+            k = parent->child;
+            while (k >= 0 && !literal_at(c->p, c->end, arena, &nodes[k])) k = nodes[k].sibling;
+            if (k < 0) return 0;
+        }
+        const lnode *n = &nodes[k];
+        c->p += n->len;
+        if (n->consts) apply_consts(n, e);
+        int action = n->action;
+        if (action < ACT_ARGS) {
+            if (event_member(c, st, e, action) < 0) return 0;
+        } else if (action < ACT_ARGS_OPEN) {
+            if (args_member(c, st, e, action - ACT_ARGS) < 0) return 0;
+        } else if (action == ACT_ARGS_OPEN) {
+            args_open(e, c->p);
+        } else if (action == ACT_ARGS_CLOSE) {
+            e->args_len = (int64_t)(c->p - e->args_ptr);
+        } else {
+            return 1; /* ACT_END: its literal closed the event */
+        }
+        at = k;
+    }
+}
+
+/* (Re)build the child table of a node with two children or more. */
+/* The bytes of a node's literal in a window (at most 8, at `apart`, masked). */
+static uint64_t window_of(const scan_state *st, const lnode *n, uint32_t apart, uint64_t mask) {
+    uint64_t w = 0;
+    memcpy(&w, st->arena + n->off + apart, 8); /* the arena's spare covers the last literal */
+    return w & mask;
+}
+
+#define MAX_INDEXED 64 /* children looked at to choose a window */
+
+/* (Re)build the child table of a node with two children or more: the window where the most
+ * children differ, within every literal of 8 bytes or more where two children or more have
+ * one (a shorter one, such as the "}" that closes an event, is tried next: `short_child`),
+ * else within every literal. */
+static void index_children(scan_state *st, int32_t at) {
+    lnode *nodes = st->nodes;
+    uint32_t shortest = UINT32_MAX, shortest_long = UINT32_MAX;
+    int m = 0, m_long = 0;
+    for (int32_t a = nodes[at].child; a >= 0; a = nodes[a].sibling, m++) {
+        if (nodes[a].len < shortest) shortest = nodes[a].len;
+        if (nodes[a].len >= 8) {
+            m_long++;
+            if (nodes[a].len < shortest_long) shortest_long = nodes[a].len;
         }
     }
+    if (m < 2 || shortest == 0) return;
+    uint32_t least = m_long >= 2 ? 8 : 0; /* literals shorter are left out of the table */
+    if (least) shortest = shortest_long;
+    nodes[at].short_child = -1;
+    for (int32_t a = nodes[at].child; a >= 0 && least; a = nodes[a].sibling) {
+        if (nodes[a].len < least) {
+            nodes[at].short_child = a;
+            break;
+        }
+    }
+    uint32_t width = shortest < 8 ? shortest : 8;
+    uint64_t mask = width == 8 ? ~0ULL : (1ULL << (8 * width)) - 1;
+    uint32_t best = 0, best_distinct = 0;
+    for (uint32_t apart = 0; apart + width <= shortest && apart < 256; apart++) {
+        uint64_t seen[MAX_INDEXED];
+        uint32_t distinct = 0;
+        int k = 0;
+        for (int32_t a = nodes[at].child; a >= 0 && k < MAX_INDEXED; a = nodes[a].sibling, k++) {
+            if (nodes[a].len < least) continue;
+            uint64_t w = window_of(st, &nodes[a], apart, mask);
+            int dup = 0;
+            for (uint32_t j = 0; j < distinct && !dup; j++) dup = seen[j] == w;
+            if (!dup) seen[distinct++] = w;
+        }
+        if (distinct > best_distinct) {
+            best_distinct = distinct;
+            best = apart;
+        }
+    }
+    if (nodes[at].table < 0) {
+        if (!st->tables) st->tables = malloc(sizeof(child_table) * MAX_TABLES);
+        if (!st->tables || st->n_tables >= MAX_TABLES) return; /* searched one by one */
+        nodes[at].table = st->n_tables++;
+    }
+    nodes[at].apart = best;
+    nodes[at].window = mask;
+    nodes[at].least = least > best + width ? least : best + width;
+    int16_t *table = st->tables[nodes[at].table];
+    for (int i = 0; i < 256; i++) table[i] = -1;
+    for (int32_t a = nodes[at].child; a >= 0; a = nodes[a].sibling) {
+        if (nodes[a].len < least) continue;
+        unsigned h = WINDOW_HASH(window_of(st, &nodes[a], best, mask));
+        if (table[h] < 0) table[h] = (int16_t)a;
+    }
+}
+
+/* A node's new child k into its table, as `index_children` would put it there. */
+static void add_to_table(scan_state *st, int32_t at, int32_t k) {
+    lnode *p = &st->nodes[at];
+    if (p->table < 0) return; /* searched one by one */
+    if (st->nodes[k].len < p->least) {
+        if (p->short_child < 0) p->short_child = k;
+        return;
+    }
+    int16_t *table = st->tables[p->table];
+    unsigned h = WINDOW_HASH(window_of(st, &st->nodes[k], p->apart, p->window));
+    if (table[h] < 0) table[h] = (int16_t)k;
+}
+
+/* A new trie node under `parent` (after its last child `last`, -1: it has none); -1 when
+ * the trie is full. A parent's table is built again each time its children double (so that
+ * its window tells most of them apart), the new child added to it otherwise. */
+static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char *lit,
+                        size_t len, int action, int consts, const event_t *e) {
+    if (st->n_nodes >= MAX_LAYOUT_NODES || st->arena_len + len > MAX_LAYOUT_BYTES) return -1;
+    int32_t k = st->n_nodes++;
+    lnode *n = &st->nodes[k];
+    n->off = (uint32_t)st->arena_len;
+    n->len = (uint16_t)len;
+    n->action = (uint8_t)action;
+    n->consts = (uint8_t)consts;
+    n->tail = (uint16_t)(len % 16 ? (1u << (len % 16)) - 1 : len ? 0xFFFF : 0);
+    n->child = n->sibling = -1;
+    n->phase = e->phase;
+    n->cat = e->cat;
+    n->pid = e->pid;
+    n->pid_label = e->pid_label;
+    n->tid = e->tid;
+    n->tid_label = e->tid_label;
+    n->device = e->a.device;
+    n->stream = e->a.stream;
+    n->fwd = e->op.fwd;
+    n->table = -1;
+    n->apart = 0;
+    n->window = 0;
+    n->short_child = -1;
+    n->children = 0;
+    n->least = 0;
+    memcpy(st->arena + st->arena_len, lit, len);
+    st->arena_len += len;
+    if (last >= 0) st->nodes[last].sibling = k;
+    else st->nodes[parent].child = k;
+    uint32_t m = ++st->nodes[parent].children;
+    if (m >= 2) {
+        if ((m & (m - 1)) == 0) index_children(st, parent);
+        else add_to_table(st, parent, k);
+    }
+    return k;
+}
+
+/* The CONST_* of a step whose value is learnt with the literal around it (0: read). A key
+ * met twice in an event may be learnt both times: the node keeps the value read last, which
+ * an event with the same bytes at both places reads last too. */
+static int const_of(const step *s) {
+    int c = 0;
+    switch (s->action) {
+        case EK_PH: c = CONST_PH; break;
+        case EK_CAT: c = CONST_CAT; break;
+        case EK_PID: c = CONST_PID; break;
+        case EK_TID: c = CONST_TID; break;
+        case ACT_ARGS + AK_DEVICE: c = CONST_DEVICE; break;
+        case ACT_ARGS + AK_STREAM: c = CONST_STREAM; break;
+        case ACT_ARGS + AK_FWD: c = CONST_FWD; break;
+        case ACT_ARGS + AK_SAME: c = CONST_SAME; break;
+    }
+    if (!c || s->end - s->start > MAX_CONST_VALUE) return 0;
+    return c;
+}
+
+/* Add the layout of the event [start, end) just read the general way (its recorded steps),
+ * e what it read. */
+static void learn(scan_state *st, const char *start, const char *end, const event_t *e) {
+    if (st->n_steps < 0 || st->layouts_full) return;
+    if (!st->nodes) {
+        st->nodes = malloc(sizeof(lnode) * MAX_LAYOUT_NODES);
+        st->arena = malloc(MAX_LAYOUT_BYTES + 16);
+        if (!st->nodes || !st->arena) {
+            st->layouts_full = 1;
+            return;
+        }
+        memset(st->arena, 0, MAX_LAYOUT_BYTES + 16);
+        st->nodes[0].off = 0;
+        st->nodes[0].len = 0;
+        st->nodes[0].action = ACT_END;
+        st->nodes[0].child = st->nodes[0].sibling = -1;
+        st->nodes[0].table = -1;
+        st->nodes[0].apart = 0;
+        st->nodes[0].window = 0;
+        st->nodes[0].short_child = -1;
+        st->nodes[0].children = 0;
+        st->nodes[0].least = 0;
+        st->n_nodes = 1;
+    }
+    int32_t at = 0;
+    const char *from = start;
+    int consts = 0;
+    for (int i = 0; i <= st->n_steps; i++) {
+        if (i < st->n_steps) {
+            int c = const_of(&st->steps[i]);
+            if (c) { /* the value joins the literal, which goes on after it */
+                consts |= c;
+                continue;
+            }
+        }
+        const char *to = i < st->n_steps ? st->steps[i].start : end;
+        int action = i < st->n_steps ? st->steps[i].action : ACT_END;
+        size_t len = (size_t)(to - from);
+        if (len > MAX_LITERAL) return; /* a prefix learnt without its end matches nothing */
+        int32_t k = st->nodes[at].child, last = -1;
+        while (k >= 0 && !(st->nodes[k].action == action && st->nodes[k].len == len &&
+                           st->nodes[k].consts == consts &&
+                           memcmp(st->arena + st->nodes[k].off, from, len) == 0)) {
+            last = k;
+            k = st->nodes[k].sibling;
+        }
+        if (k < 0 && (k = add_node(st, at, last, from, len, action, consts, e)) < 0) {
+            st->layouts_full = 1;
+            return;
+        }
+        at = k;
+        consts = 0;
+        if (i < st->n_steps) from = st->steps[i].end;
+    }
+}
+
+/* The row of an event read either way; 1 if kept, 0 if its phase is not kept, -1 if the
+ * fast path refuses it. */
+static int emit(scan_state *st, event_t *e) {
     st->seen++;
-    if (phase == -2) return -1; /* no ph: the slow path keeps the same accounting */
-    if (phase < 0) return 0;
-    if (phase == 4 && !(name_len == 8 && memcmp(name_ptr, "[memory]", 8) == 0)) return 0;
-    int8_t ph8 = (int8_t)phase;
+    if (e->phase == -2) return -1; /* no ph: the slow path keeps the same accounting */
+    if (e->phase < 0) return 0;
+    if (e->phase == 4 && !(e->name_len == 8 && memcmp(e->name_ptr, "[memory]", 8) == 0))
+        return 0;
+    int8_t ph8 = (int8_t)e->phase;
     if (st->rows >= st->room && row_room(st) < 0) return -1;
     size_t r = st->rows++;
 /* The value at row r of a row column (its type's size is the column's). */
 #define PUT(col, v) memcpy(st->cols[col].data + r * sizeof(v), &(v), sizeof(v))
     PUT(COL_PHASE, ph8);
-    PUT(COL_CAT, cat);
-    PUT(COL_NAME, name);
-    PUT(COL_PID, pid);
-    PUT(COL_PID_LABEL, pid_label);
-    PUT(COL_TID, tid);
-    PUT(COL_TID_LABEL, tid_label);
-    PUT(COL_TS, ts);
-    PUT(COL_HAS_TS, has_ts);
-    PUT(COL_DUR, dur);
-    PUT(COL_HAS_DUR, has_dur);
-    PUT(COL_ID, id);
-    PUT(COL_ID_LABEL, id_label);
-    PUT(COL_DEVICE, a.device);
-    PUT(COL_STREAM, a.stream);
-    PUT(COL_CORRELATION, a.correlation);
-    PUT(COL_EXT, a.ext);
-    PUT(COL_EXT_LOWER, a.ext_lower);
-    PUT(COL_BYTES, a.bytes);
-    PUT(COL_ALLOC_BYTES, a.alloc_bytes);
-    PUT(COL_TOTAL_ALLOCATED, a.total_allocated);
-    PUT(COL_TOTAL_RESERVED, a.total_reserved);
-    PUT(COL_DEVICE_ID, a.device_id);
-    PUT(COL_DEVICE_TYPE, a.device_type);
+    PUT(COL_CAT, e->cat);
+    PUT(COL_NAME, e->name);
+    PUT(COL_PID, e->pid);
+    PUT(COL_PID_LABEL, e->pid_label);
+    PUT(COL_TID, e->tid);
+    PUT(COL_TID_LABEL, e->tid_label);
+    PUT(COL_TS, e->ts);
+    PUT(COL_HAS_TS, e->has_ts);
+    PUT(COL_DUR, e->dur);
+    PUT(COL_HAS_DUR, e->has_dur);
+    PUT(COL_ID, e->id);
+    PUT(COL_ID_LABEL, e->id_label);
+    PUT(COL_DEVICE, e->a.device);
+    PUT(COL_STREAM, e->a.stream);
+    PUT(COL_CORRELATION, e->a.correlation);
+    PUT(COL_EXT, e->a.ext);
+    PUT(COL_EXT_LOWER, e->a.ext_lower);
+    PUT(COL_BYTES, e->a.bytes);
+    PUT(COL_ALLOC_BYTES, e->a.alloc_bytes);
+    PUT(COL_TOTAL_ALLOCATED, e->a.total_allocated);
+    PUT(COL_TOTAL_RESERVED, e->a.total_reserved);
+    PUT(COL_DEVICE_ID, e->a.device_id);
+    PUT(COL_DEVICE_TYPE, e->a.device_type);
 #undef PUT
-    if (has_coll) {
+    if (e->has_coll) {
         int64_t row = (int64_t)r;
-        int64_t off = (int64_t)(args_ptr - st->base);
+        int64_t off = (int64_t)(e->args_ptr - st->base);
         if (col_push(&st->cols[COL_META_ROW], &row, 8) < 0 ||
             col_push(&st->cols[COL_META_OFF], &off, 8) < 0 ||
-            col_push(&st->cols[COL_META_LEN], &args_len, 8) < 0)
+            col_push(&st->cols[COL_META_LEN], &e->args_len, 8) < 0)
             return -1;
     }
-    if (op.ptr[OP_DIMS] || op.ptr[OP_TYPES] || op.ptr[OP_STRIDES] || op.ptr[OP_CONCRETE] ||
-        op.seq != NO_ID || op.fwd != NO_ID) {
+    const op_t *op = &e->op;
+    if (op->ptr[OP_DIMS] || op->ptr[OP_TYPES] || op->ptr[OP_STRIDES] || op->ptr[OP_CONCRETE] ||
+        op->seq != NO_ID || op->fwd != NO_ID) {
         int64_t row = (int64_t)r;
         int32_t ids[N_OP_LISTS];
         for (int i = 0; i < N_OP_LISTS; i++) {
-            ids[i] = op.ptr[i] ? intern(&st->values, op.ptr[i], op.len[i]) : NO_ID;
+            if (e->op_known & (1 << i)) ids[i] = e->op_ids[i];
+            else ids[i] = op->ptr[i] ? intern(&st->values, op->ptr[i], op->len[i]) : NO_ID;
             if (ids[i] == -2) return -1;
+            e->op_ids[i] = ids[i];
         }
         if (col_push(&st->cols[COL_OP_ROW], &row, 8) < 0 ||
             col_push(&st->cols[COL_OP_DIMS], &ids[OP_DIMS], 4) < 0 ||
             col_push(&st->cols[COL_OP_TYPES], &ids[OP_TYPES], 4) < 0 ||
             col_push(&st->cols[COL_OP_STRIDES], &ids[OP_STRIDES], 4) < 0 ||
             col_push(&st->cols[COL_OP_CONCRETE], &ids[OP_CONCRETE], 4) < 0 ||
-            col_push(&st->cols[COL_OP_SEQ], &op.seq, 8) < 0 ||
-            col_push(&st->cols[COL_OP_FWD], &op.fwd, 8) < 0)
+            col_push(&st->cols[COL_OP_SEQ], &op->seq, 8) < 0 ||
+            col_push(&st->cols[COL_OP_FWD], &op->fwd, 8) < 0)
             return -1;
+    } else {
+        for (int i = 0; i < N_OP_LISTS; i++) e->op_ids[i] = NO_ID; /* no list: none is */
     }
     return 1;
+}
+
+/* Remember the shape lists of a kept row (their ids found by emit) under its name. */
+static void remember_lists(scan_state *st, const event_t *e) {
+    if (e->name < 0) return;
+    if ((size_t)e->name >= st->memo_names) {
+        size_t names = st->memo_names ? st->memo_names : 1024;
+        while (names <= (size_t)e->name) names *= 2;
+        list_memo *memo = realloc(st->memo, names * N_OP_LISTS * sizeof(list_memo));
+        if (!memo) return; /* read, not remembered */
+        memset(memo + st->memo_names * N_OP_LISTS, 0,
+               (names - st->memo_names) * N_OP_LISTS * sizeof(list_memo));
+        st->memo = memo;
+        st->memo_names = names;
+    }
+    list_memo *m = &st->memo[(size_t)e->name * N_OP_LISTS];
+    for (int i = 0; i < N_OP_LISTS; i++) {
+        if (e->op.ptr[i] && !(e->op_known & (1 << i))) {
+            m[i].ptr = e->op.ptr[i];
+            m[i].len = e->op.len[i];
+            m[i].id = e->op_ids[i];
+        }
+    }
+}
+
+/* Whether events are matched against learnt layouts (BADPUT_NO_LAYOUTS: never, to compare),
+ * and how many were, in every piece scanned so far (for the tests). */
+static int use_layouts = 1;
+static long long layouts_matched_total;
+
+/* One event object; 1 if kept, 0 if its phase is not kept, -1 if the fast path refuses. */
+static int scan_event(cursor *c, scan_state *st) {
+    if (c->p >= c->end || *c->p != '{') return -1;
+    const char *start = c->p;
+    event_t e;
+    event_init(&e);
+    if (st->n_nodes > 1 && !st->layouts_off) {
+        if (match_event(c, st, &e)) {
+            st->matched++;
+            int kept = emit(st, &e);
+            if (kept > 0) remember_lists(st, &e);
+            return kept;
+        }
+        c->p = start; /* read it again, the general way */
+        event_init(&e);
+        /* a piece whose events keep changing layout: read the general way from now on */
+        if (++st->missed > MAX_MISSES && st->missed > st->matched / 4) st->layouts_off = 1;
+    }
+    st->n_steps = use_layouts && !st->layouts_full && !st->layouts_off ? 0 : -1;
+    if (parse_event(c, st, &e) < 0) return -1;
+    int kept = emit(st, &e);
+    if (kept >= 0) learn(st, start, c->p, &e);
+    if (kept > 0) remember_lists(st, &e);
+    return kept;
 }
 
 /* Room for `rows` rows in every column, so that none grows (and copies) while scanning. A
@@ -1038,6 +1561,11 @@ static void state_free(scan_state *st) {
     col_release(st->labels.order.data, st->labels.order.cap);
     free(st->values.slots);
     col_release(st->values.order.data, st->values.order.cap);
+    __atomic_fetch_add(&layouts_matched_total, (long long)st->matched, __ATOMIC_RELAXED);
+    free(st->nodes);
+    free(st->arena);
+    free(st->tables);
+    free(st->memo);
 }
 
 /* The interned strings, as raw bytes; with `as_text` (names and labels), as str where the
@@ -1492,7 +2020,24 @@ static PyObject *drop_spare(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *layouts(PyObject *self, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    int was = use_layouts;
+    use_layouts = on;
+    return PyBool_FromLong(was);
+}
+
+static PyObject *layouts_matched(PyObject *self, PyObject *unused) {
+    return PyLong_FromLongLong(__atomic_load_n(&layouts_matched_total, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef methods[] = {
+    {"layouts_matched", layouts_matched, METH_NOARGS,
+     "layouts_matched() -> int: events matched against learnt layouts since the module loaded."},
+    {"layouts", layouts, METH_O,
+     "layouts(on) -> bool: whether events are matched against the layouts learnt in their "
+     "piece (on by default; BADPUT_NO_LAYOUTS=1 turns it off); returns the setting before."},
     {"drop_spare", drop_spare, METH_NOARGS,
      "drop_spare() -> None: unmap the spare column buffers kept for the next piece's columns."},
     {"mark", mark, METH_VARARGS,
@@ -1516,6 +2061,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, me
 
 PyMODINIT_FUNC PyInit__scan(void) {
     if (PyType_Ready(&ColumnType) < 0) return NULL;
+    const char *off = getenv("BADPUT_NO_LAYOUTS");
+    if (off && *off && strcmp(off, "0") != 0) use_layouts = 0;
 #ifdef COL_MAPPED
     static int at_fork;
     if (!at_fork && pthread_atfork(pool_prefork, pool_postfork, pool_postfork_child) == 0) {
