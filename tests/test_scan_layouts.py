@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from badput.errors import TraceFormatError
 from badput.trace import _fastscan
-from test_fastscan import assert_both_paths_agree
+from test_fastscan import _read, assert_both_paths_agree, assert_same
 
 _scan: Any = _fastscan._scan
 needs_layouts = pytest.mark.skipif(
@@ -26,6 +28,7 @@ needs_layouts = pytest.mark.skipif(
 )
 
 DATA = Path(__file__).parent / "data" / "traces"
+_BYTE = re.compile(r" \(byte (\d+)\)")
 
 
 def _plain(result: tuple[Any, ...]) -> list[Any]:
@@ -165,6 +168,8 @@ def _event_texts(draw: st.DrawFn) -> str:
         text = text[:-1] + ', "zz": {"a": [1, 2]}}'
     elif change == 6:  # a list cut short
         text = text.replace("]]", "]", 1)
+    elif change == 7:  # a second args object (the last one counts)
+        text = text[:-1] + ', "args": {"stream": 3, "correlation": 4}}'
     return text
 
 
@@ -202,6 +207,21 @@ def test_a_layout_that_matches_up_to_the_last_byte() -> None:
     assert assert_alike(buf, 1) >= 4
     for n in range(1, len(buf)):
         assert_alike(buf[:n], 1)
+
+
+@needs_layouts
+def test_a_value_set_again_later_is_not_learnt() -> None:
+    # An event that sets a field twice shares the start of its layout with one that sets it
+    # once: the value learnt at the start must be the start's, not the event's last.
+    twice = '{"ph":"X","cat":"c","name":"n","pid":1,"tid":9,"ts":0,"dur":1,"tid":3}'
+    once = '{"ph":"X","cat":"c","name":"n","pid":1,"tid":9,"ts":0,"dur":1}'
+    args2 = (
+        '{"ph":"X","cat":"k","name":"n","ts":0,"args":{"device":1,"correlation":5},'
+        '"args":{"stream":2}}'
+    )
+    args1 = '{"ph":"X","cat":"k","name":"n","ts":0,"args":{"device":1,"correlation":5}}'
+    buf = ("[" + ",".join([twice, once, args2, args1] * 3) + "]").encode()
+    assert assert_alike(buf, 1) > 0
 
 
 @needs_layouts
@@ -255,3 +275,36 @@ def test_layouts_can_be_turned_off() -> None:
         assert _scan.layouts(was) is True
     finally:
         _scan.layouts(was)
+
+
+@needs_layouts
+@pytest.mark.parametrize(
+    "dims",
+    [
+        "[]", "[[]]", "[[16, 1], [1, 256]]", "[ [ 1 ,2 ] ,[ ] ]", "[[0], [10]]", '["a]b", "c"]',
+        "[01]", "[[1.5]]", "[-1]", "[1e3]", "[[1],]", "[,1]", "[1 2]", '["a\\"b"]',
+        '["a\\u0041"]', "[[[[[[[[[1]]]]]]]]]", "[" * 70 + "]" * 70, "[true, null]",
+        '[{"a": 1}]', "[[1]]]", "[[1]", "[[1] [2]]",
+    ],
+)  # fmt: skip
+def test_shape_lists_skipped_as_the_general_way_skips_them(
+    dims: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    event = (
+        '{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":1,'
+        '"args":{"External id":%d,"Input Dims":%s,"Input type":["float"]}}'
+    )
+    text = '{"traceEvents":[' + ",".join(event % (i, i, dims) for i in range(4)) + "]}"
+    buf = text.encode()
+    assert_alike(buf, _events_start(buf))  # as the scanner read them before
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    try:
+        c = _read(path, True, monkeypatch)
+    except TraceFormatError as e:  # the same error from msgspec, at the same byte (a piece's
+        # decode words it "at byte N", the whole document's "(byte N)")
+        with pytest.raises(TraceFormatError) as info:
+            _read(path, False, monkeypatch)
+        assert _BYTE.sub(r" at byte \1", str(info.value)) == str(e)
+        return
+    assert_same(c, _read(path, False, monkeypatch))

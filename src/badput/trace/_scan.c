@@ -432,6 +432,67 @@ static int skip_number(cursor *c) {
     return 0;
 }
 
+/* A shape list as Kineto writes them: arrays (nested at most SHAPE_DEPTH deep) of integers
+ * without sign, fraction or exponent and of strings without escapes, with any whitespace,
+ * skipped in one loop: 1 when skipped (the cursor past it), 0 when the list holds anything
+ * else or ends early (the cursor where it was, for the general way to accept or refuse). Each
+ * list it skips, skip_value skips to the same end. */
+#define SHAPE_DEPTH 8
+static int skip_shape_list(cursor *c) {
+    const char *p = c->p, *end = c->end;
+    int depth = 0;
+    int expect = 0; /* 0: a value or ']' (after '['); 1: a value (after ','); 2: ',' or ']' */
+    for (;;) {
+        if (p >= end) return 0;
+        unsigned char ch = (unsigned char)*p;
+        if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
+            p++;
+            continue;
+        }
+        if (ch == ']') {
+            if (expect == 1 || depth == 0) return 0;
+            p++;
+            if (--depth == 0) {
+                c->p = p;
+                return 1;
+            }
+            expect = 2;
+            continue;
+        }
+        if (expect == 2) {
+            if (ch != ',') return 0;
+            p++;
+            expect = 1;
+            continue;
+        }
+        if (ch == '[') {
+            if (++depth > SHAPE_DEPTH) return 0;
+            p++;
+            expect = 0;
+            continue;
+        }
+        if (depth == 0) return 0;
+        if (ch >= '0' && ch <= '9') { /* "01": the "1" where ',' or ']' belongs ends it */
+            p++;
+            if (ch != '0')
+                while (p < end && is_digit(*p)) p++;
+            if (p >= end || *p == '.' || *p == 'e' || *p == 'E') return 0;
+            expect = 2;
+            continue;
+        }
+        if (ch == '"') {
+            cursor t = {p, end, 0};
+            const char *text;
+            Py_ssize_t n;
+            if (scan_string(&t, &text, &n) < 0 || t.escaped) return 0;
+            p = t.p;
+            expect = 2;
+            continue;
+        }
+        return 0;
+    }
+}
+
 static int skip_literal(cursor *c, const char *word, size_t n) {
     if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0) return -1;
     c->p += n;
@@ -822,12 +883,20 @@ enum { CONST_PH = 1, CONST_CAT = 2, CONST_PID = 4, CONST_TID = 8, CONST_DEVICE =
        CONST_STREAM = 32, CONST_FWD = 64, CONST_SAME = 128 };
 #define MAX_CONST_VALUE 64 /* longer values are read, not learnt */
 
+/* An args object's start ('{') and end (past its '}') are learnt within a literal as well:
+ * the node marks them (at open_at and close_at in its literal), unless an args value learnt
+ * before the start in the same literal would have to be set before the start resets it. */
+enum { MARK_OPEN = 1, MARK_CLOSE = 2 };
+#define ARGS_CONSTS (CONST_DEVICE | CONST_STREAM | CONST_FWD | CONST_SAME)
+
 typedef struct {
     uint32_t off;    /* the literal: its offset in the arena and its length */
     uint16_t len;
     uint8_t action;
     uint8_t consts;  /* CONST_*: the values the literal holds */
+    uint8_t marks;   /* MARK_*: where args open and close within the literal */
     uint16_t tail;   /* movemask bits of the literal's last (partial) 16 bytes */
+    int16_t open_at, close_at;
     int32_t child;   /* first child, -1: none */
     int32_t sibling; /* next sibling, -1: none */
     int32_t phase, cat, pid_label, tid_label;
@@ -914,6 +983,10 @@ static int phase_code(const char *s, Py_ssize_t n) {
         default: return -1;
     }
 }
+
+/* Whether events are matched against learnt layouts, shape lists taken as remembered and
+ * skipped by skip_shape_list (BADPUT_NO_LAYOUTS: never, to compare the result with). */
+static int use_layouts = 1;
 
 /* What an event's members set, read either way. */
 typedef struct {
@@ -1020,7 +1093,7 @@ static ALWAYS_INLINE int args_member(cursor *c, scan_state *st, event_t *e, int 
                : key == AK_CONCRETE ? OP_CONCRETE
                                     : -1;
     const char *start = c->p;
-    if (list >= 0 && e->name >= 0 && (size_t)e->name < st->memo_names) {
+    if (list >= 0 && use_layouts && e->name >= 0 && (size_t)e->name < st->memo_names) {
         const list_memo *m = &st->memo[(size_t)e->name * N_OP_LISTS + list];
         if (m->ptr && (size_t)(c->end - c->p) >= (size_t)m->len && same_text(c->p, m->ptr, m->len)) {
             c->p += m->len;
@@ -1032,7 +1105,7 @@ static ALWAYS_INLINE int args_member(cursor *c, scan_state *st, event_t *e, int 
         }
     }
     if (key == AK_COLL) e->has_coll = 1;
-    if (skip_value(c, 2) < 0) return -1;
+    if (!(list >= 0 && use_layouts && skip_shape_list(c)) && skip_value(c, 2) < 0) return -1;
     if (list >= 0) { /* a repeated key: the last one counts, as in msgspec */
         e->op.ptr[list] = *start == '[' ? start : NULL;
         e->op.len[list] = c->p - start;
@@ -1200,8 +1273,14 @@ static int match_event(cursor *c, scan_state *st, event_t *e) {
             if (k < 0) return 0;
         }
         const lnode *n = &nodes[k];
+        const char *literal = c->p;
         c->p += n->len;
-        if (n->consts) apply_consts(n, e);
+        if (n->consts | n->marks) {
+            if (n->marks & MARK_OPEN) args_open(e, literal + n->open_at);
+            if (n->consts) apply_consts(n, e);
+            if (n->marks & MARK_CLOSE)
+                e->args_len = (int64_t)(literal + n->close_at - e->args_ptr);
+        }
         int action = n->action;
         if (action < ACT_ARGS) {
             if (event_member(c, st, e, action) < 0) return 0;
@@ -1218,7 +1297,6 @@ static int match_event(cursor *c, scan_state *st, event_t *e) {
     }
 }
 
-/* (Re)build the child table of a node with two children or more. */
 /* The bytes of a node's literal in a window (at most 8, at `apart`, masked). */
 static uint64_t window_of(const scan_state *st, const lnode *n, uint32_t apart, uint64_t mask) {
     uint64_t w = 0;
@@ -1306,7 +1384,8 @@ static void add_to_table(scan_state *st, int32_t at, int32_t k) {
  * the trie is full. A parent's table is built again each time its children double (so that
  * its window tells most of them apart), the new child added to it otherwise. */
 static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char *lit,
-                        size_t len, int action, int consts, const event_t *e) {
+                        size_t len, int action, int consts, int marks, int open_at,
+                        int close_at, const event_t *e) {
     if (st->n_nodes >= MAX_LAYOUT_NODES || st->arena_len + len > MAX_LAYOUT_BYTES) return -1;
     int32_t k = st->n_nodes++;
     lnode *n = &st->nodes[k];
@@ -1314,6 +1393,9 @@ static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char
     n->len = (uint16_t)len;
     n->action = (uint8_t)action;
     n->consts = (uint8_t)consts;
+    n->marks = (uint8_t)marks;
+    n->open_at = (int16_t)open_at;
+    n->close_at = (int16_t)close_at;
     n->tail = (uint16_t)(len % 16 ? (1u << (len % 16)) - 1 : len ? 0xFFFF : 0);
     n->child = n->sibling = -1;
     n->phase = e->phase;
@@ -1343,9 +1425,7 @@ static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char
     return k;
 }
 
-/* The CONST_* of a step whose value is learnt with the literal around it (0: read). A key
- * met twice in an event may be learnt both times: the node keeps the value read last, which
- * an event with the same bytes at both places reads last too. */
+/* The CONST_* of a step whose value may be learnt with the literal around it (0: read). */
 static int const_of(const step *s) {
     int c = 0;
     switch (s->action) {
@@ -1386,14 +1466,36 @@ static void learn(scan_state *st, const char *start, const char *end, const even
         st->nodes[0].least = 0;
         st->n_nodes = 1;
     }
+    /* A node keeps the values the event read last. Another event may share the node and
+     * read no more after it, so a value is learnt only where nothing after it sets the same
+     * field: not for a key met twice, nor for an args value where a second "args" follows. */
+    int seen = 0, twice = 0, opens = 0;
+    for (int i = 0; i < st->n_steps; i++) {
+        int c = const_of(&st->steps[i]);
+        twice |= seen & c;
+        seen |= c;
+        opens += st->steps[i].action == ACT_ARGS_OPEN;
+    }
+    if (opens > 1) twice |= ARGS_CONSTS;
     int32_t at = 0;
     const char *from = start;
-    int consts = 0;
+    int consts = 0, marks = 0, open_at = 0, close_at = 0;
     for (int i = 0; i <= st->n_steps; i++) {
         if (i < st->n_steps) {
-            int c = const_of(&st->steps[i]);
+            const step *s = &st->steps[i];
+            int c = const_of(s) & ~twice;
             if (c) { /* the value joins the literal, which goes on after it */
                 consts |= c;
+                continue;
+            }
+            if (s->action == ACT_ARGS_OPEN && !marks && !(consts & ARGS_CONSTS)) {
+                marks = MARK_OPEN;
+                open_at = (int)(s->start - from);
+                continue;
+            }
+            if (s->action == ACT_ARGS_CLOSE && !(marks & MARK_CLOSE)) {
+                marks |= MARK_CLOSE;
+                close_at = (int)(s->start - from);
                 continue;
             }
         }
@@ -1403,17 +1505,20 @@ static void learn(scan_state *st, const char *start, const char *end, const even
         if (len > MAX_LITERAL) return; /* a prefix learnt without its end matches nothing */
         int32_t k = st->nodes[at].child, last = -1;
         while (k >= 0 && !(st->nodes[k].action == action && st->nodes[k].len == len &&
-                           st->nodes[k].consts == consts &&
+                           st->nodes[k].consts == consts && st->nodes[k].marks == marks &&
+                           (!marks || (st->nodes[k].open_at == open_at &&
+                                       st->nodes[k].close_at == close_at)) &&
                            memcmp(st->arena + st->nodes[k].off, from, len) == 0)) {
             last = k;
             k = st->nodes[k].sibling;
         }
-        if (k < 0 && (k = add_node(st, at, last, from, len, action, consts, e)) < 0) {
+        if (k < 0 && (k = add_node(st, at, last, from, len, action, consts, marks, open_at,
+                                   close_at, e)) < 0) {
             st->layouts_full = 1;
             return;
         }
         at = k;
-        consts = 0;
+        consts = marks = open_at = close_at = 0;
         if (i < st->n_steps) from = st->steps[i].end;
     }
 }
@@ -1512,9 +1617,8 @@ static void remember_lists(scan_state *st, const event_t *e) {
     }
 }
 
-/* Whether events are matched against learnt layouts (BADPUT_NO_LAYOUTS: never, to compare),
- * and how many were, in every piece scanned so far (for the tests). */
-static int use_layouts = 1;
+/* How many events were matched against learnt layouts, in every piece scanned so far (for
+ * the tests). */
 static long long layouts_matched_total;
 
 /* One event object; 1 if kept, 0 if its phase is not kept, -1 if the fast path refuses. */
