@@ -308,3 +308,22 @@ def test_shape_lists_skipped_as_the_general_way_skips_them(
         assert _BYTE.sub(r" at byte \1", str(info.value)) == str(e)
         return
     assert_same(c, _read(path, False, monkeypatch))
+
+
+@needs_layouts
+@pytest.mark.parametrize("length", [15, 16, 31, 32, 33, 47, 48, 63, 64, 65, 100, 300])
+def test_long_strings_end_where_they_end(length: int) -> None:
+    # Strings are scanned 16 and, past 32 plain bytes, 32 bytes at a time (AVX2 where the CPU
+    # has it): an escape, a quote or a control character anywhere ends the plain run there.
+    strings_at = len(_fastscan._COLUMNS)
+    for at in range(length + 1):
+        for special in ("", '\\"', "\\\\", "\\u0041", "\x01"):
+            name = "a" * at + special + "b" * (length - at)
+            text = '[{"ph":"X","cat":"c","name":"' + name + '","ts":1,"dur":1}]'
+            result = _scan.scan(text.encode())
+            if special == "\x01":  # a raw control character: no JSON string
+                assert result is None
+                continue
+            assert result is not None
+            got = result[strings_at][1]
+            assert (got if isinstance(got, bytes) else got.encode()) == name.encode()
