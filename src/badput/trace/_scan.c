@@ -698,7 +698,8 @@ static ALWAYS_INLINE int same_bytes(const char *p, const char *lit, size_t n) {
 }
 
 /* The keys of an event that the scanner reads; EK_OTHER for any other (its value skipped). */
-enum { EK_OTHER, EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_ID, EK_TS, EK_DUR, EK_ARGS };
+enum { EK_OTHER, EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_ID, EK_TS, EK_DUR, EK_ARGS,
+       EK_SAME /* skipped, and an event kind repeats it (learnt with its layout) */ };
 
 /* The key of an event's member, the cursor moved past its closing quote; -1 where it is not
  * a string, or an escaped one (msgspec decodes those). Kineto's keys are matched as they
@@ -731,10 +732,10 @@ static int event_key(cursor *c) {
                 if (TAKE_KEY(c, "args\"")) return EK_ARGS;
                 break;
             case 's':
-                if (TAKE_KEY(c, "s\"")) return EK_OTHER;
+                if (TAKE_KEY(c, "s\"")) return EK_SAME;
                 break;
             case 'b':
-                if (TAKE_KEY(c, "bp\"")) return EK_OTHER;
+                if (TAKE_KEY(c, "bp\"")) return EK_SAME;
                 break;
         }
     }
@@ -908,27 +909,29 @@ enum { ACT_ARGS = 32, ACT_ARGS_OPEN = 64, ACT_ARGS_CLOSE, ACT_END };
  * bytes read the same way give the same value: the interners are the piece's, as the trie
  * is). */
 enum { CONST_PH = 1, CONST_CAT = 2, CONST_PID = 4, CONST_TID = 8, CONST_DEVICE = 16,
-       CONST_STREAM = 32, CONST_FWD = 64, CONST_SAME = 128 };
+       CONST_STREAM = 32, CONST_FWD = 64, CONST_SAME = 128, CONST_DEVICE_TYPE = 256,
+       CONST_DEVICE_ID = 512 };
 #define MAX_CONST_VALUE 64 /* longer values are read, not learnt */
 
 /* An args object's start ('{') and end (past its '}') are learnt within a literal as well:
  * the node marks them (at open_at and close_at in its literal), unless an args value learnt
  * before the start in the same literal would have to be set before the start resets it. */
 enum { MARK_OPEN = 1, MARK_CLOSE = 2 };
-#define ARGS_CONSTS (CONST_DEVICE | CONST_STREAM | CONST_FWD | CONST_SAME)
+#define ARGS_CONSTS \
+    (CONST_DEVICE | CONST_STREAM | CONST_FWD | CONST_SAME | CONST_DEVICE_TYPE | CONST_DEVICE_ID)
 
 typedef struct {
     uint32_t off;    /* the literal: its offset in the arena and its length */
     uint16_t len;
     uint8_t action;
-    uint8_t consts;  /* CONST_*: the values the literal holds */
+    uint16_t consts; /* CONST_*: the values the literal holds */
     uint8_t marks;   /* MARK_*: where args open and close within the literal */
     uint16_t tail;   /* movemask bits of the literal's last (partial) 16 bytes */
     int16_t open_at, close_at;
     int32_t child;   /* first child, -1: none */
     int32_t sibling; /* next sibling, -1: none */
     int32_t phase, cat, pid_label, tid_label;
-    int64_t pid, tid, device, stream, fwd;
+    int64_t pid, tid, device, stream, fwd, device_type, device_id;
     int32_t table;   /* with two children or more: its child table, -1: none */
     uint32_t apart;  /* where the window of up to 8 bytes that tells its children apart */
     uint64_t window; /* begins, and the mask of its bytes */
@@ -1278,6 +1281,8 @@ static ALWAYS_INLINE void apply_consts(const lnode *n, event_t *e) {
     if (k & CONST_DEVICE) e->a.device = n->device;
     if (k & CONST_STREAM) e->a.stream = n->stream;
     if (k & CONST_FWD) e->op.fwd = n->fwd;
+    if (k & CONST_DEVICE_TYPE) e->a.device_type = n->device_type;
+    if (k & CONST_DEVICE_ID) e->a.device_id = n->device_id;
 }
 
 /* The event at c->p ('{') by a learnt layout: 1 when one matched it whole (the cursor past
@@ -1420,7 +1425,7 @@ static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char
     n->off = (uint32_t)st->arena_len;
     n->len = (uint16_t)len;
     n->action = (uint8_t)action;
-    n->consts = (uint8_t)consts;
+    n->consts = (uint16_t)consts;
     n->marks = (uint8_t)marks;
     n->open_at = (int16_t)open_at;
     n->close_at = (int16_t)close_at;
@@ -1435,6 +1440,8 @@ static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char
     n->device = e->a.device;
     n->stream = e->a.stream;
     n->fwd = e->op.fwd;
+    n->device_type = e->a.device_type;
+    n->device_id = e->a.device_id;
     n->table = -1;
     n->apart = 0;
     n->window = 0;
@@ -1465,6 +1472,9 @@ static int const_of(const step *s) {
         case ACT_ARGS + AK_STREAM: c = CONST_STREAM; break;
         case ACT_ARGS + AK_FWD: c = CONST_FWD; break;
         case ACT_ARGS + AK_SAME: c = CONST_SAME; break;
+        case EK_SAME: c = CONST_SAME; break;
+        case ACT_ARGS + AK_DEVICE_TYPE: c = CONST_DEVICE_TYPE; break;
+        case ACT_ARGS + AK_DEVICE_ID: c = CONST_DEVICE_ID; break;
     }
     if (!c || s->end - s->start > MAX_CONST_VALUE) return 0;
     return c;
