@@ -832,7 +832,7 @@ static int args_key(cursor *c) {
                 if (TAKE_KEY(c, "Python parent id\"")) return AK_OTHER;
                 break;
             case 'R':
-                if (TAKE_KEY(c, "Record function id\"")) return AK_OTHER;
+                if (TAKE_KEY(c, "Record function id\"")) return AK_SAME;
                 break;
         }
     }
