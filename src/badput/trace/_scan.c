@@ -229,30 +229,32 @@ static int intern_grow(interner *t) {
     return 0;
 }
 
-/* memcmp(a, b, n) == 0, inline: most strings compared are names of tens of bytes. */
-static ALWAYS_INLINE int same_text(const char *a, const char *b, Py_ssize_t n) {
-    if (n < 8) {
-        if (n >= 4) {
-            uint32_t p, q, r, t;
-            memcpy(&p, a, 4);
-            memcpy(&q, b, 4);
-            memcpy(&r, a + n - 4, 4);
-            memcpy(&t, b + n - 4, 4);
-            return p == q && r == t;
+/* memcmp(p, lit, n) == 0 for a short n, in a few word compares (overlapping where n is not a
+ * multiple of the word): key literals (where n is a constant, the compiler folds their words)
+ * and interned names and shape lists, most of them tens of bytes. */
+static ALWAYS_INLINE int same_bytes(const char *p, const char *lit, size_t n) {
+    if (n >= 8) {
+        uint64_t a, b;
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&a, p + i, 8);
+            memcpy(&b, lit + i, 8);
+            if (a != b) return 0;
         }
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (a[i] != b[i]) return 0;
-        return 1;
+        memcpy(&a, p + n - 8, 8);
+        memcpy(&b, lit + n - 8, 8);
+        return a == b;
     }
-    uint64_t x, y;
-    for (Py_ssize_t i = 0; i + 8 < n; i += 8) {
-        memcpy(&x, a + i, 8);
-        memcpy(&y, b + i, 8);
-        if (x != y) return 0;
+    if (n >= 4) {
+        uint32_t a, b, x, y;
+        memcpy(&a, p, 4);
+        memcpy(&b, lit, 4);
+        memcpy(&x, p + n - 4, 4);
+        memcpy(&y, lit + n - 4, 4);
+        return a == b && x == y;
     }
-    memcpy(&x, a + n - 8, 8);
-    memcpy(&y, b + n - 8, 8);
-    return x == y;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != lit[i]) return 0;
+    return 1;
 }
 
 /* Id of the string, adding it if new; -2 on memory failure. */
@@ -260,7 +262,7 @@ static int32_t intern(interner *t, const char *p, Py_ssize_t n) {
     if ((size_t)(t->count + 1) * 2 > t->cap && intern_grow(t) < 0) return -2;
     size_t j = hash_bytes(p, n) & (t->cap - 1);
     while (t->slots[j].ptr) {
-        if (t->slots[j].len == n && same_text(t->slots[j].ptr, p, n)) return t->slots[j].id;
+        if (t->slots[j].len == n && same_bytes(t->slots[j].ptr, p, (size_t)n)) return t->slots[j].id;
         j = (j + 1) & (t->cap - 1);
     }
     t->slots[j].ptr = p;
@@ -670,32 +672,6 @@ static int scan_id(cursor *c, interner *labels, int64_t *value, int32_t *label) 
     ((c)->end - (c)->p > (Py_ssize_t)(sizeof(lit) - 1) && \
      same_bytes((c)->p + 1, (lit), sizeof(lit) - 1) && ((c)->p += sizeof(lit), 1))
 
-/* memcmp(p, lit, n) == 0 for a short constant n, in a few word compares (overlapping where n
- * is not a multiple of the word); the compiler folds the literal's words. */
-static ALWAYS_INLINE int same_bytes(const char *p, const char *lit, size_t n) {
-    if (n >= 8) {
-        uint64_t a, b;
-        for (size_t i = 0; i + 8 < n; i += 8) {
-            memcpy(&a, p + i, 8);
-            memcpy(&b, lit + i, 8);
-            if (a != b) return 0;
-        }
-        memcpy(&a, p + n - 8, 8);
-        memcpy(&b, lit + n - 8, 8);
-        return a == b;
-    }
-    if (n >= 4) {
-        uint32_t a, b, x, y;
-        memcpy(&a, p, 4);
-        memcpy(&b, lit, 4);
-        memcpy(&x, p + n - 4, 4);
-        memcpy(&y, lit + n - 4, 4);
-        return a == b && x == y;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != lit[i]) return 0;
-    return 1;
-}
 
 /* The keys of an event that the scanner reads; EK_OTHER for any other (its value skipped). */
 enum { EK_OTHER, EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_ID, EK_TS, EK_DUR, EK_ARGS,
@@ -1126,7 +1102,8 @@ static ALWAYS_INLINE int args_member(cursor *c, scan_state *st, event_t *e, int 
     const char *start = c->p;
     if (list >= 0 && use_layouts && e->name >= 0 && (size_t)e->name < st->memo_names) {
         const list_memo *m = &st->memo[(size_t)e->name * N_OP_LISTS + list];
-        if (m->ptr && (size_t)(c->end - c->p) >= (size_t)m->len && same_text(c->p, m->ptr, m->len)) {
+        if (m->ptr && (size_t)(c->end - c->p) >= (size_t)m->len &&
+            same_bytes(c->p, m->ptr, (size_t)m->len)) {
             c->p += m->len;
             e->op.ptr[list] = start;
             e->op.len[list] = m->len;
@@ -1158,38 +1135,56 @@ static ALWAYS_INLINE void record(scan_state *st, const char *start, const char *
     s->action = action;
 }
 
-/* The args object at c->p, the general way. */
-static int scan_args(cursor *c, scan_state *st, event_t *e) {
+/* The members of an object, the general way: object_open past its '{' (1: "{}", closed at
+ * once, the cursor past it), member_colon past the ':' between a key and its value (with the
+ * whitespace around it), member_next past the ',' (0) or the '}' (1) after a value; -1 where
+ * the text is not that. */
+static ALWAYS_INLINE int object_open(cursor *c) {
     if (c->p >= c->end || *c->p != '{') return -1;
     c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') {
         c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static ALWAYS_INLINE int member_colon(cursor *c) {
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ':') return -1;
+    c->p++;
+    skip_ws(c);
+    return 0;
+}
+
+static ALWAYS_INLINE int member_next(cursor *c) {
+    skip_ws(c);
+    if (c->p >= c->end) return -1;
+    if (*c->p == ',') {
+        c->p++;
         return 0;
     }
-    for (;;) {
+    if (*c->p == '}') {
+        c->p++;
+        return 1;
+    }
+    return -1;
+}
+
+/* The args object at c->p, the general way. */
+static int scan_args(cursor *c, scan_state *st, event_t *e) {
+    int rc = object_open(c);
+    while (rc == 0) {
         skip_ws(c);
         int key = args_key(c);
-        if (key < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return -1;
-        c->p++;
-        skip_ws(c);
+        if (key < 0 || member_colon(c) < 0) return -1;
         const char *v = c->p;
         if (args_member(c, st, e, key) < 0) return -1;
         record(st, v, c->p, ACT_ARGS + key);
-        skip_ws(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return -1;
+        rc = member_next(c);
     }
+    return rc < 0 ? -1 : 0;
 }
 
 /* Start of the args object at p: a repeated "args" key, the last one counts, as in msgspec. */
@@ -1203,20 +1198,11 @@ static ALWAYS_INLINE void args_open(event_t *e, const char *p) {
 
 /* One event object at c->p ('{'), the general way, its steps recorded. */
 static int parse_event(cursor *c, scan_state *st, event_t *e) {
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 0;
-    }
-    for (;;) {
+    int rc = object_open(c);
+    while (rc == 0) {
         skip_ws(c);
         int key = event_key(c);
-        if (key < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return -1;
-        c->p++;
-        skip_ws(c);
+        if (key < 0 || member_colon(c) < 0) return -1;
         const char *v = c->p;
         if (key == EK_ARGS) {
             record(st, v, v, ACT_ARGS_OPEN);
@@ -1228,18 +1214,9 @@ static int parse_event(cursor *c, scan_state *st, event_t *e) {
             if (event_member(c, st, e, key) < 0) return -1;
             record(st, v, c->p, key);
         }
-        skip_ws(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return -1;
+        rc = member_next(c);
     }
+    return rc < 0 ? -1 : 0;
 }
 
 /* Whether the bytes at p (before end) are node n's literal (16 readable bytes past its end:
