@@ -168,6 +168,29 @@ class Run:
                     os.kill(pid, signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def _as_from_a_terminal() -> Iterator[None]:
+    """The signals the tests send not ignored, as in a runner started from a terminal.
+
+    A runner started in the background, or under nohup, has SIGINT or SIGHUP ignored, and an
+    ignored signal stays ignored across exec: badput's child would outlive it. A test that
+    ignores one itself does so inside.
+    """
+    handlers = {signal.SIGINT: signal.default_int_handler}
+    ignored = [
+        s
+        for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT)
+        if signal.getsignal(s) == signal.SIG_IGN
+    ]
+    for s in ignored:
+        signal.signal(s, handlers.get(s, signal.SIG_DFL))
+    try:
+        yield
+    finally:
+        for s in ignored:
+            signal.signal(s, signal.SIG_IGN)
+
+
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Callable[..., Run]]:
     runs: list[Run] = []
@@ -179,7 +202,8 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Run]]:
         runs.append(run)
         return run
 
-    yield make
+    with _as_from_a_terminal():
+        yield make
     for run in runs:
         run.kill_all()
 
