@@ -262,7 +262,8 @@ static int32_t intern(interner *t, const char *p, Py_ssize_t n) {
     if ((size_t)(t->count + 1) * 2 > t->cap && intern_grow(t) < 0) return -2;
     size_t j = hash_bytes(p, n) & (t->cap - 1);
     while (t->slots[j].ptr) {
-        if (t->slots[j].len == n && same_bytes(t->slots[j].ptr, p, (size_t)n)) return t->slots[j].id;
+        if (t->slots[j].len == n && same_bytes(t->slots[j].ptr, p, (size_t)n))
+            return t->slots[j].id;
         j = (j + 1) & (t->cap - 1);
     }
     t->slots[j].ptr = p;
@@ -280,11 +281,13 @@ typedef struct {
     int escaped; /* the last string scan_string read held a backslash escape */
 } cursor;
 
+/* JSON's whitespace; every such byte is at most ' ': one compare turns the others away. */
+static inline int is_ws(unsigned char ch) {
+    return ch <= ' ' && (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t');
+}
+
 static inline void skip_ws(cursor *c) {
-    /* every whitespace byte is at most ' ': one compare turns the others away */
-    while (c->p < c->end && (unsigned char)*c->p <= ' ' &&
-           (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
-        c->p++;
+    while (c->p < c->end && is_ws((unsigned char)*c->p)) c->p++;
 }
 
 #if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -475,7 +478,7 @@ static int skip_shape_list(cursor *c) {
     for (;;) {
         if (p >= end) return 0;
         unsigned char ch = (unsigned char)*p;
-        if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
+        if (is_ws(ch)) {
             p++;
             continue;
         }
@@ -880,7 +883,8 @@ enum { ACT_ARGS = 32, ACT_ARGS_OPEN = 64, ACT_ARGS_CLOSE, ACT_END };
 #define MAX_MISSES 256         /* misses a piece allows before it stops matching (at 20 %) */
 
 /* Values that an event kind repeats ("ph", "cat", "pid", "tid", the args' "device",
- * "stream", "Fwd thread id" and the AK_SAME keys) are learnt with the bytes around them: the
+ * "stream", "Fwd thread id", "Device Type", "Device Id", and the EK_SAME and AK_SAME keys,
+ * which set nothing) are learnt with the bytes around them: the
  * literal runs through the value, and the node keeps what the value read into (the same
  * bytes read the same way give the same value: the interners are the piece's, as the trie
  * is). */
@@ -1390,6 +1394,12 @@ static void add_to_table(scan_state *st, int32_t at, int32_t k) {
     if (table[h] < 0) table[h] = (int16_t)k;
 }
 
+/* A node with no literal, no values learnt, no children and no child table. */
+static void node_clear(lnode *n) {
+    memset(n, 0, sizeof(*n));
+    n->child = n->sibling = n->table = n->short_child = -1;
+}
+
 /* A new trie node under `parent` (after its last child `last`, -1: it has none); -1 when
  * the trie is full. A parent's table is built again each time its children double (so that
  * its window tells most of them apart), the new child added to it otherwise. */
@@ -1399,6 +1409,7 @@ static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char
     if (st->n_nodes >= MAX_LAYOUT_NODES || st->arena_len + len > MAX_LAYOUT_BYTES) return -1;
     int32_t k = st->n_nodes++;
     lnode *n = &st->nodes[k];
+    node_clear(n);
     n->off = (uint32_t)st->arena_len;
     n->len = (uint16_t)len;
     n->action = (uint8_t)action;
@@ -1407,7 +1418,6 @@ static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char
     n->open_at = (int16_t)open_at;
     n->close_at = (int16_t)close_at;
     n->tail = (uint16_t)(len % 16 ? (1u << (len % 16)) - 1 : len ? 0xFFFF : 0);
-    n->child = n->sibling = -1;
     n->phase = e->phase;
     n->cat = e->cat;
     n->pid = e->pid;
@@ -1419,12 +1429,6 @@ static int32_t add_node(scan_state *st, int32_t parent, int32_t last, const char
     n->fwd = e->op.fwd;
     n->device_type = e->a.device_type;
     n->device_id = e->a.device_id;
-    n->table = -1;
-    n->apart = 0;
-    n->window = 0;
-    n->short_child = -1;
-    n->children = 0;
-    n->least = 0;
     memcpy(st->arena + st->arena_len, lit, len);
     st->arena_len += len;
     if (last >= 0) st->nodes[last].sibling = k;
@@ -1469,16 +1473,7 @@ static void learn(scan_state *st, const char *start, const char *end, const even
             return;
         }
         memset(st->arena, 0, MAX_LAYOUT_BYTES + 16);
-        st->nodes[0].off = 0;
-        st->nodes[0].len = 0;
-        st->nodes[0].action = ACT_END;
-        st->nodes[0].child = st->nodes[0].sibling = -1;
-        st->nodes[0].table = -1;
-        st->nodes[0].apart = 0;
-        st->nodes[0].window = 0;
-        st->nodes[0].short_child = -1;
-        st->nodes[0].children = 0;
-        st->nodes[0].least = 0;
+        node_clear(&st->nodes[0]); /* the root: its children are the events' first literals */
         st->n_nodes = 1;
     }
     /* A node keeps the values the event read last. Another event may share the node and
@@ -1642,23 +1637,22 @@ static int scan_event(cursor *c, scan_state *st) {
     const char *start = c->p;
     event_t e;
     event_init(&e);
-    if (st->n_nodes > 1 && !st->layouts_off) {
-        if (match_event(c, st, &e)) {
-            st->matched++;
-            int kept = emit(st, &e);
-            if (kept > 0) remember_lists(st, &e);
-            return kept;
+    int matched = st->n_nodes > 1 && !st->layouts_off && match_event(c, st, &e);
+    if (matched) {
+        st->matched++;
+    } else {
+        if (st->n_nodes > 1 && !st->layouts_off) {
+            c->p = start; /* read it again, the general way */
+            event_init(&e);
+            /* a piece whose events keep changing layout: read the general way from now on */
+            if (++st->missed > MAX_MISSES && st->missed > st->matched / 4) st->layouts_off = 1;
         }
-        c->p = start; /* read it again, the general way */
-        event_init(&e);
-        /* a piece whose events keep changing layout: read the general way from now on */
-        if (++st->missed > MAX_MISSES && st->missed > st->matched / 4) st->layouts_off = 1;
+        st->n_steps = use_layouts && !st->layouts_full && !st->layouts_off ? 0 : -1;
+        if (parse_event(c, st, &e) < 0) return -1;
     }
-    st->n_steps = use_layouts && !st->layouts_full && !st->layouts_off ? 0 : -1;
-    if (parse_event(c, st, &e) < 0) return -1;
     int kept = emit(st, &e);
-    if (kept >= 0) learn(st, start, c->p, &e);
-    if (kept > 0) remember_lists(st, &e);
+    if (!matched && kept >= 0) learn(st, start, c->p, &e);
+    if (kept > 0 && use_layouts) remember_lists(st, &e);
     return kept;
 }
 
