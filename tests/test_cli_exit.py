@@ -84,3 +84,29 @@ def test_a_running_thread_is_waited_for(trace: Path, tmp_path: Path) -> None:
     done = _badput("analyze", trace, "--format", "json", "--out", report, code=code)
     assert done.returncode == 0, done.stderr
     assert mark.exists()
+
+
+@pytest.mark.parametrize("command", ["analyze", "run"])
+def test_the_command_process_collects_rarely(command: str, tmp_path: Path) -> None:
+    # `badput.cli.main` (the console script, `python -m badput`) imports the command line with
+    # the collector paused, freezes what it made, and raises the collector's threshold in the
+    # command's own process; `run`'s process is the user's job: its threshold stays.
+    script = (
+        "import gc, sys\n"
+        "import badput.cli.app as app\n"
+        "def probe(argv=None):\n"
+        "    print(gc.isenabled(), gc.get_freeze_count() > 1000, gc.get_threshold()[0])\n"
+        "    return 0\n"
+        "app.main = probe\n"
+        "from badput.cli import main, COMMAND_GC_THRESHOLD\n"
+        "print(COMMAND_GC_THRESHOLD)\n"
+        "sys.exit(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, command, "--help"],
+        capture_output=True, text=True, timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    threshold, state = done.stdout.splitlines()
+    assert state == ("True True " + (threshold if command == "analyze" else "700"))
+    assert int(threshold) > 700

@@ -23,6 +23,7 @@ import pytest
 from badput.analysis import critical_path as cp
 from badput.analysis._graph import EventWaits
 from badput.analysis._nesting import c_paths
+from badput.analysis.classify import classify_kernels
 from badput.analysis.critical_path import (
     EDGE_TYPES,
     CriticalPath,
@@ -652,8 +653,25 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
             np.testing.assert_array_equal(a, b, err_msg=f.name)
         else:
             assert a == b, f.name
-    # Each step's own path: one C pass (owner_lengths) against numpy's masks and reduction.
+    # The path's edges, parts, ops and modules: one C pass (path_edges) against numpy's.
     tree = launch_tree(trace)
+    classes = classify_kernels(trace, tree)
+    _, nodes, how = cp._path(fast, fast.chain_type != cp.NO_EDGE, np.ones(len(fast.edge_src), bool))
+    made = []
+    for numpy_only in (False, True):
+        _numpy_paths(monkeypatch, numpy_only)
+        made.append(cp._path_edges(trace, tree, fast, nodes, how, classes))
+    (c_edges, *c_rest), (np_edges, *np_rest) = made
+    assert len(c_edges) == len(nodes) - (0 if (fast.lead_nodes == nodes[0]).any() else 1)
+    for f in dataclasses.fields(c_edges):
+        a, b = getattr(c_edges, f.name), getattr(np_edges, f.name)
+        assert a.dtype == b.dtype, f.name
+        np.testing.assert_array_equal(a, b, err_msg=f.name)
+    for a, b in zip(c_rest, np_rest, strict=True):  # parts, op rows, modules
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    assert (c_rest[1] >= 0).any()  # some edges have their op
+    # Each step's own path: one C pass (owner_lengths) against numpy's masks and reduction.
     steps = []
     for numpy_only in (False, True):
         _numpy_paths(monkeypatch, numpy_only)

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from badput.cli.app import main
+from badput.cli import main
 
 sys.exit(main())

@@ -6,8 +6,8 @@
  * two canonical interval sets and the union of spans (overlaps, span_union, for
  * badput.analysis.intervals), a what-if's host edge weights (shrink), a dependency graph's
  * order keys, node arrays and chain edges (node_keys, graph_nodes, chain_types, for
- * badput.analysis._graph), and the time spans cover before each of its host nodes
- * (span_cover).
+ * badput.analysis._graph), the time spans cover before each of its host nodes
+ * (span_cover), and a path's edges with their parts, ops and modules (path_edges).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -26,6 +26,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     Py_buffer b;
@@ -1119,10 +1120,197 @@ static PyObject *event_keys(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+
+/* The first index i in sorted a[0..n) with a[i] >= x, as numpy's searchsorted (side left),
+ * clipped to n - 1 (n > 0). */
+static inline Py_ssize_t lower_bound64(const int64_t *a, Py_ssize_t n, int64_t x) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n ? lo : n - 1;
+}
+
+static inline Py_ssize_t lower_bound32(const int32_t *a, Py_ssize_t n, int64_t x) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n ? lo : n - 1;
+}
+
+/* path_edges(ins, outs, consts) -> bool
+ *
+ * badput.analysis.critical_path._path_edges in one pass over a path's nodes (see its numpy
+ * version, which this computes alike). ins: nodes, how (int64, n: the path's nodes after its
+ * first where it has no lead, and how each is entered: -1 the path starts there, >= 0 a cross
+ * edge, else its chain edge); the graph's chain_pred (int32), chain_type (int8),
+ * chain_weight (int64), edge_src (int64), edge_type (int8), edge_weight (int64), node_start
+ * (uint8), node_event (int32), node_ns (int64), event_row (int32), event_parent (int32); the
+ * trace's kind (int8 per row); part_of_type (int8 per edge type); the kernel classes' rows
+ * (int64, ascending) and whether each is communication (uint8); the span nodes (int32,
+ * ascending) and rows (int32); the launch tree's rows (int64, ascending), innermost ops (int64)
+ * and modules (int32). outs (n each): src_row, dst_row (int32), src_start, dst_start (uint8),
+ * edge_type (int8), weight (int64), part (int8), src_ns (int64), op_row (int64), module
+ * (int32). consts: (lead, lead_weight, lead_span, n_host, kinds CPU_OP KERNEL MEMCPY MEMSET,
+ * edge types HOST DEPENDENCY BLOCKING GPU KERNEL_GAP LAUNCH_DELAY, parts COMPUTE MEMORY COMM).
+ * False where an index falls outside its array (the numpy version then decides). */
+enum { PE_NODES, PE_HOW, PE_PRED, PE_CTYPE, PE_CW, PE_ESRC, PE_ETYPE, PE_EW, PE_START,
+       PE_EVENT, PE_NS, PE_EROW, PE_EPARENT, PE_KIND, PE_PARTOF, PE_CROW, PE_CCOMM, PE_SNODES,
+       PE_SROWS, PE_TROW, PE_TINNER, PE_TMOD, PE_N_IN };
+enum { PO_SROW, PO_DROW, PO_SSTART, PO_DSTART, PO_TYPE, PO_W, PO_PART, PO_SNS, PO_OP, PO_MOD,
+       PO_N };
+static PyObject *path_edges(PyObject *self, PyObject *args) {
+    PyObject *ins, *outs;
+    long long lead, lead_weight, lead_span, n_host, k_op, k_kernel, k_memcpy, k_memset, t_host,
+        t_dep, t_block, t_gpu, t_gap, t_delay, p_compute, p_memory, p_comm;
+    if (!PyArg_ParseTuple(args, "O!O!(LLLLLLLLLLLLLLLLL)", &PyTuple_Type, &ins, &PyTuple_Type,
+                          &outs, &lead, &lead_weight, &lead_span, &n_host, &k_op, &k_kernel,
+                          &k_memcpy, &k_memset, &t_host, &t_dep, &t_block, &t_gpu, &t_gap,
+                          &t_delay, &p_compute, &p_memory, &p_comm))
+        return NULL;
+    if (PyTuple_GET_SIZE(ins) != PE_N_IN || PyTuple_GET_SIZE(outs) != PO_N) {
+        PyErr_SetString(PyExc_ValueError, "path_edges: wrong number of arrays");
+        return NULL;
+    }
+    enum { N = PE_N_IN + PO_N };
+    PyObject *o[N];
+    for (int i = 0; i < PE_N_IN; i++) o[i] = PyTuple_GET_ITEM(ins, i);
+    for (int i = 0; i < PO_N; i++) o[PE_N_IN + i] = PyTuple_GET_ITEM(outs, i);
+    static const Py_ssize_t size[N] = {8, 8, 4, 1, 8, 8, 1, 8, 1, 4, 8, 4, 4, 1, 1, 8, 1, 4, 4,
+                                       8, 8, 4, 4, 4, 1, 1, 1, 8, 1, 8, 8, 4};
+    buf bs[N];
+    memset(bs, 0, sizeof bs);
+    if (get_all(o, bs, N, size, PE_N_IN) < 0) return NULL;
+#define LEN(i) (bs[i].b.len / size[i])
+    const Py_ssize_t n = LEN(PE_NODES), nn = LEN(PE_PRED), m = LEN(PE_ESRC), ne = LEN(PE_EROW),
+                     nr = LEN(PE_KIND), nt = LEN(PE_PARTOF), nc = LEN(PE_CROW),
+                     ns = LEN(PE_SNODES), ntr = LEN(PE_TROW);
+    int ok = LEN(PE_HOW) == n && LEN(PE_CTYPE) == nn && LEN(PE_CW) == nn &&
+             LEN(PE_START) == nn && LEN(PE_EVENT) == nn && LEN(PE_NS) == nn &&
+             LEN(PE_ETYPE) == m && LEN(PE_EW) == m && LEN(PE_EPARENT) == ne &&
+             LEN(PE_CCOMM) == nc && LEN(PE_SROWS) == ns && LEN(PE_TINNER) == ntr &&
+             LEN(PE_TMOD) == ntr && n_host >= 0 && n_host <= ne;
+    for (int i = 0; i < PO_N; i++) ok = ok && LEN(PE_N_IN + i) == n;
+#undef LEN
+    if (!ok) return refuse(bs, N, "path_edges: arrays of mismatched lengths");
+    const int64_t *nodes = bs[PE_NODES].b.buf, *how = bs[PE_HOW].b.buf, *cw = bs[PE_CW].b.buf,
+                  *esrc = bs[PE_ESRC].b.buf, *ew = bs[PE_EW].b.buf, *nsv = bs[PE_NS].b.buf,
+                  *crow = bs[PE_CROW].b.buf, *trow = bs[PE_TROW].b.buf,
+                  *tinner = bs[PE_TINNER].b.buf;
+    const int32_t *pred = bs[PE_PRED].b.buf, *event = bs[PE_EVENT].b.buf,
+                  *erow = bs[PE_EROW].b.buf, *eparent = bs[PE_EPARENT].b.buf,
+                  *snodes = bs[PE_SNODES].b.buf, *srows = bs[PE_SROWS].b.buf,
+                  *tmod = bs[PE_TMOD].b.buf;
+    const int8_t *ctype = bs[PE_CTYPE].b.buf, *etype = bs[PE_ETYPE].b.buf,
+                 *kind = bs[PE_KIND].b.buf, *part_of = bs[PE_PARTOF].b.buf;
+    const uint8_t *nstart = bs[PE_START].b.buf, *ccomm = bs[PE_CCOMM].b.buf;
+    int32_t *o_srow = bs[PE_N_IN + PO_SROW].b.buf, *o_drow = bs[PE_N_IN + PO_DROW].b.buf,
+            *o_mod = bs[PE_N_IN + PO_MOD].b.buf;
+    uint8_t *o_ss = bs[PE_N_IN + PO_SSTART].b.buf, *o_ds = bs[PE_N_IN + PO_DSTART].b.buf;
+    int8_t *o_type = bs[PE_N_IN + PO_TYPE].b.buf, *o_part = bs[PE_N_IN + PO_PART].b.buf;
+    int64_t *o_w = bs[PE_N_IN + PO_W].b.buf, *o_sns = bs[PE_N_IN + PO_SNS].b.buf,
+            *o_op = bs[PE_N_IN + PO_OP].b.buf;
+    int first_dep = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        const int64_t v = nodes[i], h = how[i];
+        if (v < 0 || v >= nn) { ok = 0; break; }
+        int64_t u, w;
+        int t;
+        if (h >= 0) {
+            if (h >= m) { ok = 0; break; }
+            u = esrc[h];
+            t = etype[h];
+            w = ew[h];
+        } else if (h == -1) {
+            u = v;
+            t = (int)t_dep;
+            w = cw[v];
+        } else {
+            u = pred[v];
+            t = ctype[v];
+            w = cw[v];
+        }
+        if (i == 0 && lead) w = lead_weight;
+        if (u < 0 || u >= nn || t < 0 || t >= nt) { ok = 0; break; }
+        const int32_t ev_u = event[u], ev_v = event[v];
+        if (ev_u < 0 || ev_u >= ne || ev_v < 0 || ev_v >= ne) { ok = 0; break; }
+        const int32_t row_u = erow[ev_u], row_v = erow[ev_v];
+        o_srow[i] = row_u;
+        o_drow[i] = row_v;
+        o_ss[i] = nstart[u];
+        o_ds[i] = nstart[v];
+        o_type[i] = (int8_t)t;
+        o_w[i] = w;
+        o_sns[i] = nsv[u];
+        int8_t part = part_of[t];
+        int64_t op = -1;
+        int32_t mod = -1;
+        if (t == t_gpu) {
+            if (row_v < 0 || row_v >= nr) { ok = 0; break; }
+            const int k = kind[row_v];
+            part = (int8_t)p_compute;
+            if (k == k_memcpy || k == k_memset) part = (int8_t)p_memory;
+            if (nc > 0 && k == k_kernel) {
+                Py_ssize_t at = lower_bound64(crow, nc, row_v);
+                if (crow[at] == row_v && ccomm[at]) part = (int8_t)p_comm;
+            }
+        }
+        if (t == t_host || t == t_dep || t == t_block) {
+            const int32_t parent_u = eparent[ev_u];
+            int64_t e = nstart[u] ? ev_u : !nstart[v] ? ev_v : parent_u >= 0 ? parent_u : ev_u;
+            if (e < 0 || e >= n_host) { ok = 0; break; }
+            int64_t cur = e;  /* the nearest op at or above it, else itself */
+            for (;;) {
+                const int32_t r = erow[cur];
+                if (r < 0 || r >= nr) { ok = 0; break; }
+                if (kind[r] == k_op) { e = cur; break; }
+                const int32_t up = eparent[cur];
+                if (up < 0) break;
+                if (up >= n_host) { ok = 0; break; }
+                cur = up;
+            }
+            if (!ok) break;
+            op = erow[e];
+            if (t == t_dep) {
+                int64_t span = -1;
+                if (lead && first_dep) span = lead_span;
+                else if (ns > 0) {
+                    Py_ssize_t at = lower_bound32(snodes, ns, v);
+                    if (snodes[at] == v) span = srows[at];
+                }
+                first_dep = 0;
+                if (span >= 0) op = span;
+            }
+        } else if (t == t_gpu || t == t_gap || t == t_delay) {
+            op = row_v;
+            if (ntr > 0) {
+                Py_ssize_t at = lower_bound64(trow, ntr, row_v);
+                if (trow[at] == row_v) {
+                    if (tinner[at] >= 0) op = tinner[at];
+                    mod = tmod[at];
+                }
+            }
+        }
+        o_part[i] = part;
+        o_op[i] = op;
+        o_mod[i] = mod;
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, N);
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"owner_lengths", owner_lengths, METH_VARARGS, "Longest path of each owner's own graph."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
+    {"path_edges", path_edges, METH_VARARGS, "A path's edges, parts, ops and modules."},
     {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},

@@ -874,6 +874,10 @@ def _path_edges(
     lead = k.shape[0] > 0
     if not lead:
         nodes, how = nodes[1:], how[1:]
+    if (fast := c_paths()) is not None and (
+        found := _path_edges_c(fast, trace, tree, g, nodes, how, classes, k[0] if lead else None)
+    ) is not None:
+        return found
     # Node-sized arrays (millions of entries) are made once each and freed when used.
     dst = nodes.astype(np.int32)
     src, etype, weight = g.chain_pred[dst], g.chain_type[dst], g.chain_weight_ns[dst]
@@ -935,6 +939,81 @@ def _path_edges(
         src_ns=g.node_ns[src],
     )
     return edges, parts, op_row, module
+
+
+def _path_edges_c(
+    fast: Any,
+    trace: Trace,
+    tree: LaunchTree,
+    g: DependencyGraph,
+    nodes: I64,
+    how: I64,
+    classes: KernelClasses | None,
+    lead: int | None,
+) -> tuple[PathEdges, npt.NDArray[np.int8], I64, npt.NDArray[np.int32]] | None:
+    """`_path_edges` in one C pass (`_paths.path_edges`) over the path's nodes.
+
+    `nodes` and `how` lack the path's first node where it has no lead (`lead`: the index of
+    its lead among the graph's, else None), as in `_path_edges`. None where the pass
+    declines (an index outside its array): the numpy version decides.
+    """
+    n = nodes.shape[0]
+    out = (
+        np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.bool_),
+        np.empty(n, np.bool_), np.empty(n, np.int8), np.empty(n, np.int64),
+        np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.int64),
+        np.empty(n, np.int32),
+    )  # fmt: skip
+    src_row, dst_row, src_start, dst_start, etype, weight, part, src_ns, op_row, module = out
+    if classes is not None and len(classes):
+        class_row = np.ascontiguousarray(classes.row, dtype=np.int64)
+        class_comm = flags(classes.category == _COMM_CATEGORY)
+    else:
+        class_row, class_comm = np.zeros(0, np.int64), np.zeros(0, np.uint8)
+    ins = (
+        np.ascontiguousarray(nodes, dtype=np.int64), np.ascontiguousarray(how, dtype=np.int64),
+        np.ascontiguousarray(g.chain_pred, dtype=np.int32),
+        np.ascontiguousarray(g.chain_type, dtype=np.int8),
+        np.ascontiguousarray(g.chain_weight_ns, dtype=np.int64),
+        np.ascontiguousarray(g.edge_src, dtype=np.int64),
+        np.ascontiguousarray(g.edge_type, dtype=np.int8),
+        np.ascontiguousarray(g.edge_weight_ns, dtype=np.int64), flags(g.node_start),
+        np.ascontiguousarray(g.node_event, dtype=np.int32),
+        np.ascontiguousarray(g.node_ns, dtype=np.int64),
+        np.ascontiguousarray(g.event_row, dtype=np.int32),
+        np.ascontiguousarray(g.event_parent, dtype=np.int32),
+        np.ascontiguousarray(trace.kind, dtype=np.int8), _PART.astype(np.int8),
+        class_row, class_comm,
+        np.ascontiguousarray(g.span_nodes, dtype=np.int32),
+        np.ascontiguousarray(g.span_rows, dtype=np.int32),
+        np.ascontiguousarray(tree.row, dtype=np.int64),
+        np.ascontiguousarray(tree.inner_op, dtype=np.int64),
+        np.ascontiguousarray(tree.module, dtype=np.int32),
+    )  # fmt: skip
+    consts = (
+        int(lead is not None),
+        int(g.lead_ns[lead]) if lead is not None else 0,
+        int(g.lead_span_row[lead]) if lead is not None else NO_ID,
+        g.n_host,
+        int(EventKind.CPU_OP), int(EventKind.KERNEL), int(EventKind.MEMCPY),
+        int(EventKind.MEMSET),
+        HOST, DEPENDENCY, BLOCKING, GPU, KERNEL_GAP, LAUNCH_DELAY,
+        _COMPUTE_B, _MEMORY_B, _COMM_B,
+    )  # fmt: skip
+    outs = tuple(a.view(np.uint8) if a.dtype == np.bool_ else a for a in out)
+    if not fast.path_edges(ins, outs, consts):
+        return None
+    edges = PathEdges(
+        src_row=src_row,
+        dst_row=dst_row,
+        src_start=src_start,
+        dst_start=dst_start,
+        edge_type=etype,
+        weight_ns=weight,
+        part=part,
+        src_ns=src_ns,
+    )
+    return edges, part, op_row, module
 
 
 def _enclosing_op(trace: Trace, g: DependencyGraph, events: I64) -> I64:

@@ -546,9 +546,13 @@ class _Columns:
         lut[used] = [index.setdefault(texts[local], len(index)) for local in used]
         parts = self.op_parts
         parts["row"].append(ops.row + self.rows)
-        # np.take: int32 ids into a small table, some 2.5 times faster than `lut[ids]` (which
-        # first copies the ids to intp)
-        global_ids = np.take(lut, ops.ids)
+        # In place in C (the piece's own copy of its ids); else np.take, some 2.5 times faster
+        # than `lut[ids]` (which first copies the ids to intp).
+        global_ids = ops.ids
+        if not (global_ids.flags.c_contiguous and global_ids.flags.writeable) or not (
+            _fastscan.remap(global_ids, lut)
+        ):
+            global_ids = np.take(lut, ops.ids)
         for j, key in enumerate(("dims", "types", "strides", "concrete")):
             parts[key].append(global_ids[j])
         # Copies, not views of the scanner's columns: a view would hold its buffer until the
