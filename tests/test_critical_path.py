@@ -838,3 +838,42 @@ def test_last_at_or_before_in_c_declines_what_is_not_sorted() -> None:
     assert out.tolist() == [0, 1]
     with pytest.raises(ValueError, match="mismatched"):
         fast.last_at_or_before(*a, key_q, t_q[:1], False, out)
+
+
+class _FakeTree:
+    def __init__(self, row: list[int], launch_row: list[int]) -> None:
+        self.row = np.array(row, dtype=np.int64)
+        self.launch_row = np.array(launch_row, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.row.shape[0])
+
+
+@pytest.mark.parametrize("numpy_only", [False, True])
+def test_step_owner_of_host_events_and_launched_activities(
+    numpy_only: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Steps [0, 10) and [10, 20). Host events (rows 0-2) at 0, 10 and 20: steps 0, 1 and none
+    # (a step's end is not in it). GPU activities: row 3 starts at 5 but its launch call (row
+    # 1) at 10: step 1; row 4 (no launch call in the tree) at 30: none.
+    from types import SimpleNamespace
+
+    _numpy_paths(monkeypatch, numpy_only)
+    if not numpy_only and c_paths() is None:
+        pytest.skip("the C helpers are not built")
+    trace = SimpleNamespace(ts_ns=np.array([0, 10, 20, 5, 30], dtype=np.int64))
+    g = SimpleNamespace(event_row=np.arange(5, dtype=np.int32), n_host=3)
+    tree = _FakeTree([2, 3], [-1, 1])
+    start, end = np.array([0, 10], dtype=np.int64), np.array([10, 20], dtype=np.int64)
+    if numpy_only:
+        owner = cp._step_owner(trace, tree, g, start, end)  # type: ignore[arg-type]
+    else:
+        owner = np.empty(5, dtype=np.int32)
+        assert c_paths().step_owner(g.event_row, trace.ts_ns, 3, tree.row, tree.launch_row,
+                                    start, end, owner)  # fmt: skip
+    assert owner.dtype == np.int32
+    assert owner.tolist() == [0, 1, -1, 1, -1]
+    if not numpy_only:  # a row outside the trace: declined, for numpy to decide
+        bad = np.array([0, 9], dtype=np.int32)
+        assert not c_paths().step_owner(bad, trace.ts_ns, 2, tree.row, tree.launch_row, start,
+                                        end, np.empty(2, dtype=np.int32))  # fmt: skip

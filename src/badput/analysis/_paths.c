@@ -7,7 +7,8 @@
  * badput.analysis.intervals), a what-if's host edge weights (shrink), a dependency graph's
  * order keys, node arrays and chain edges (node_keys, graph_nodes, chain_types, for
  * badput.analysis._graph), the time spans cover before each of its host nodes
- * (span_cover), and a path's edges with their parts, ops and modules (path_edges).
+ * (span_cover), a path's edges with their parts, ops and modules (path_edges), and the step
+ * each event belongs to (step_owner).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -1306,11 +1307,66 @@ static PyObject *path_edges(PyObject *self, PyObject *args) {
     return PyBool_FromLong(ok);
 }
 
+
+/* step_owner(event_row, ts, n_host, tree_row, tree_launch, start, end, owner_out) -> bool
+ *
+ * The step each event of a graph belongs to (critical_path._step_lengths): a host event
+ * (the first n_host) the step its start falls in, a GPU activity its launch call's
+ * (tree_launch[i] of the launch tree's row tree_row[i] == its row, int64, rows ascending; else
+ * its own start). Steps: start, end (int64, by start); a time's step is the last starting at
+ * or before it, where it ends after that time, else -1. event_row int32 (E), ts int64 (rows),
+ * owner_out int32 (E). False where a row falls outside ts (the numpy version decides). */
+static PyObject *step_owner(PyObject *self, PyObject *args) {
+    PyObject *o[7];
+    Py_ssize_t n_host;
+    if (!PyArg_ParseTuple(args, "OOnOOOOO", &o[0], &o[1], &n_host, &o[2], &o[3], &o[4], &o[5],
+                          &o[6]))
+        return NULL;
+    static const Py_ssize_t size[7] = {4, 8, 8, 8, 8, 8, 4};
+    buf bs[7];
+    memset(bs, 0, sizeof bs);
+    if (get_all(o, bs, 7, size, 6) < 0) return NULL;
+    const Py_ssize_t ne = bs[0].b.len / 4, nr = bs[1].b.len / 8, nt = bs[2].b.len / 8,
+                     ns = bs[4].b.len / 8;
+    if (bs[3].b.len / 8 != nt || bs[5].b.len / 8 != ns || bs[6].b.len / 4 != ne ||
+        n_host < 0 || n_host > ne)
+        return refuse(bs, 7, "step_owner: arrays of mismatched lengths");
+    const int32_t *erow = bs[0].b.buf;
+    const int64_t *ts = bs[1].b.buf, *trow = bs[2].b.buf, *tlaunch = bs[3].b.buf,
+                  *start = bs[4].b.buf, *end = bs[5].b.buf;
+    int32_t *owner = bs[6].b.buf;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t e = 0; e < ne; e++) {
+        const int64_t row = erow[e];
+        if (row < 0 || row >= nr) { ok = 0; break; }
+        int64_t t = ts[row];
+        if (e >= n_host && nt > 0) {
+            Py_ssize_t at = lower_bound64(trow, nt, row);
+            if (trow[at] == row && tlaunch[at] >= 0) {
+                if (tlaunch[at] >= nr) { ok = 0; break; }
+                t = ts[tlaunch[at]];
+            }
+        }
+        Py_ssize_t lo = 0, hi = ns; /* the first start after t */
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (start[mid] <= t) lo = mid + 1;
+            else hi = mid;
+        }
+        owner[e] = lo > 0 && t < end[lo - 1] ? (int32_t)(lo - 1) : -1;
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, 7);
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"owner_lengths", owner_lengths, METH_VARARGS, "Longest path of each owner's own graph."},
     {"backtrack", backtrack, METH_VARARGS, "The nodes of a longest path, last first."},
     {"path_edges", path_edges, METH_VARARGS, "A path's edges, parts, ops and modules."},
+    {"step_owner", step_owner, METH_VARARGS, "The step of each event of a graph."},
     {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},

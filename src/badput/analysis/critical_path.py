@@ -89,6 +89,7 @@ __all__ = [
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
+I32 = npt.NDArray[np.int32]
 Bools = npt.NDArray[np.bool_]
 
 #: The parts of a path's length, in report order.
@@ -1099,18 +1100,18 @@ def _step_lengths(
     order = np.argsort(start, kind="stable")
     start, end = start[order], end[order]
     # A host event belongs to the step it starts in; a GPU activity to its launch call's.
-    at_ns = trace.ts_ns[g.event_row]
-    if len(tree):  # GPU activities: the events after the host's
-        rows = g.event_row[g.n_host :]
-        at = np.minimum(np.searchsorted(tree.row, rows), len(tree) - 1)
-        launch = np.where(tree.row[at] == rows, tree.launch_row[at], NO_ID)
-        gpu_ns = at_ns[g.n_host :]
-        gpu_ns[launch >= 0] = trace.ts_ns[launch[launch >= 0]]
-        del rows, at, launch, gpu_ns
-    k = np.searchsorted(start, at_ns, side="right") - 1
-    # int32: a step index per node (millions of nodes, thousands of steps).
-    owner = np.where((k >= 0) & (at_ns < end[np.maximum(k, 0)]), k, NO_ID).astype(np.int32)
-    del at_ns, k
+    owner = np.empty(g.event_row.shape[0], dtype=np.int32)
+    if not _use_c() or not c_paths().step_owner(
+        np.ascontiguousarray(g.event_row, dtype=np.int32),
+        np.ascontiguousarray(trace.ts_ns, dtype=np.int64),
+        g.n_host,
+        np.ascontiguousarray(tree.row, dtype=np.int64),
+        np.ascontiguousarray(tree.launch_row, dtype=np.int64),
+        np.ascontiguousarray(start, dtype=np.int64),
+        np.ascontiguousarray(end, dtype=np.int64),
+        owner,
+    ):
+        owner = _step_owner(trace, tree, g, start, end)
     length = np.zeros(len(steps), dtype=np.int64)
     if _use_c():  # each step's own graph in one pass, no node-sized masks
         c_paths().owner_lengths(
@@ -1133,6 +1134,26 @@ def _step_lengths(
     by_input = np.empty(len(steps), dtype=np.int64)
     by_input[order] = length
     return [(s.name, int(by_input[i])) for i, s in enumerate(steps)]
+
+
+def _step_owner(trace: Trace, tree: LaunchTree, g: DependencyGraph, start: I64, end: I64) -> I32:
+    """The step each event of `g` belongs to (numpy; `_paths.step_owner` in C).
+
+    A host event's is the step its start falls in, a GPU activity's its launch call's: an
+    index into `start` / `end` (by start), `NO_ID` where the time falls in no step.
+    """
+    at_ns = trace.ts_ns[g.event_row]
+    if len(tree):  # GPU activities: the events after the host's
+        rows = g.event_row[g.n_host :]
+        at = np.minimum(np.searchsorted(tree.row, rows), len(tree) - 1)
+        launch = np.where(tree.row[at] == rows, tree.launch_row[at], NO_ID)
+        gpu_ns = at_ns[g.n_host :]
+        gpu_ns[launch >= 0] = trace.ts_ns[launch[launch >= 0]]
+        del rows, at, launch, gpu_ns
+    k = np.searchsorted(start, at_ns, side="right") - 1
+    # int32: a step index per node (millions of nodes, thousands of steps).
+    owner: I32 = np.where((k >= 0) & (at_ns < end[np.maximum(k, 0)]), k, NO_ID).astype(np.int32)
+    return owner
 
 
 @dataclass(frozen=True, eq=False)
