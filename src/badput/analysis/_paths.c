@@ -1336,6 +1336,7 @@ static PyObject *step_owner(PyObject *self, PyObject *args) {
                   *start = bs[4].b.buf, *end = bs[5].b.buf;
     int32_t *owner = bs[6].b.buf;
     int ok = 1;
+    Py_ssize_t last = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t e = 0; e < ne; e++) {
         const int64_t row = erow[e];
@@ -1348,12 +1349,23 @@ static PyObject *step_owner(PyObject *self, PyObject *args) {
                 t = ts[tlaunch[at]];
             }
         }
-        Py_ssize_t lo = 0, hi = ns; /* the first start after t */
-        while (lo < hi) {
-            Py_ssize_t mid = lo + (hi - lo) / 2;
-            if (start[mid] <= t) lo = mid + 1;
-            else hi = mid;
+        /* lo: the first start after t. Events come mostly in time order (a thread's host
+         * events, a stream's activities): the last answer or the next one first. */
+        Py_ssize_t lo;
+        if (last <= ns && (last == 0 || start[last - 1] <= t) && (last == ns || t < start[last]))
+            lo = last;
+        else if (last < ns && start[last] <= t && (last + 1 == ns || t < start[last + 1]))
+            lo = last + 1;
+        else {
+            Py_ssize_t hi = ns;
+            lo = 0;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (start[mid] <= t) lo = mid + 1;
+                else hi = mid;
+            }
         }
+        last = lo;
         owner[e] = lo > 0 && t < end[lo - 1] ? (int32_t)(lo - 1) : -1;
     }
     Py_END_ALLOW_THREADS
