@@ -727,7 +727,11 @@ def build_graph(
 
     # Synchronization: cuda_sync rows name the call and what it waited for.
     sync_rows = np.flatnonzero((kind == EventKind.SYNC) & (trace.device == device))
-    calls = host[(kind[host] == EventKind.RUNTIME) | (kind[host] == EventKind.DRIVER)]
+    host_kind = kind[host]
+    is_call = (host_kind == EventKind.RUNTIME) | (host_kind == EventKind.DRIVER)
+    call_events = np.flatnonzero(is_call)
+    del host_kind, is_call
+    calls = host[call_events]  # the runtime and driver calls (their events: `call_events`)
     g_key = np.where(has_launch, launch_ts, g_start)  # when each activity was queued
     g_thread = np.full(n_gpu, NO_ID, dtype=np.int64)
     g_thread[has_launch] = h_thread[launch_ev[has_launch]]
@@ -871,8 +875,10 @@ def build_graph(
     del covered, ev_of_row, pos, start_node, end_node, is_host, in_window
     # A synchronize call waits for the GPU even where the work it waited for lies before the
     # window (the sync that opens a step): its wait is no host work either.
-    waits_by_name = trace.name_mask(lambda n: "Synchronize" in n)[trace.name_id[host]]
-    blocking[: host.shape[0]] |= waits_by_name & (kind[host] != EventKind.CPU_OP)
+    # (The host events that are no op are the calls: only their names are looked at.)
+    waits_by_name = trace.name_mask(lambda n: "Synchronize" in n)[trace.name_id[calls]]
+    blocking[call_events[waits_by_name]] = True
+    del waits_by_name, call_events
 
     # Chain edge types, and their weights: the time from the chain's previous node (0 where
     # no edge is, or a blocking one; a dependency's is set below).
