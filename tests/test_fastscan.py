@@ -546,3 +546,31 @@ def test_names_and_labels_as_text() -> None:
     assert sorted(scanned.labels) == ["gpu é", "té"]
     assert _fastscan.scan(b'[{"ph": "X", "name": "\xff", "ts": 1}]') is None
     assert _fastscan.scan(b'[{"ph": "X", "name": "k", "pid": "\xc3", "ts": 1}]') is None
+
+
+@needs_c
+def test_pieces_share_their_texts_objects() -> None:
+    # The texts of later pieces are the objects the first piece made (one object per text,
+    # kept across pieces): equal values, and the same object, str or bytes alike.
+    def piece(names: list[str]) -> _fastscan.Scanned:
+        events = ",".join(
+            f'{{"ph": "X", "name": "{n}", "ts": {i}, "dur": 1, "args": {{"Input Dims": '
+            f'[[{i % 3}, 4]], "Input type": ["float"]}}}}'
+            for i, n in enumerate(names)
+        )
+        scanned = _fastscan.scan(f"[{events}]".encode())
+        assert scanned is not None
+        return scanned
+
+    first = piece(["aten::mm", "aten::shared_text_probe", "caf\\u00e9"])
+    again = piece(["aten::shared_text_probe", "aten::mm", "caf\\u00e9", "aten::other_probe"])
+    assert first.strings == ["aten::mm", "aten::shared_text_probe", "café"]
+    assert again.strings == ["aten::shared_text_probe", "aten::mm", "café", "aten::other_probe"]
+    assert again.strings[0] is first.strings[1] and again.strings[1] is first.strings[0]
+    assert first.op_values[0] == b"[[0, 4]]" and isinstance(first.op_values[0], bytes)
+    assert any(v is first.op_values[0] for v in again.op_values)
+    # Tens of thousands of distinct names fill the cache: past it, texts are fresh objects,
+    # still right.
+    many = [f"aten::distinct_probe_{i}" for i in range(70_000)]
+    assert piece(many).strings == many
+    assert piece(many[::-1]).strings == many[::-1]

@@ -1685,25 +1685,87 @@ static void state_free(scan_state *st) {
  * raw bytes hold no escape and are UTF-8 (the text is then those bytes), else still as raw
  * bytes, which Python decodes as JSON (an escape) or refuses (not UTF-8). Made here, each
  * string's decode is no Python call. */
+/* ---- the texts handed to Python, kept across pieces ------------------------------------- */
+
+/* A trace's pieces repeat their texts (a profiled step repeats its op names and shapes: the
+ * same few hundred in every piece of a long trace). Each text becomes a Python object once,
+ * and later pieces get that same object again: no new object, and Python's dicts that map
+ * the texts to ids find it by its kept hash and its identity. The objects are immutable, so
+ * sharing them changes nothing else. Touched only with the GIL held (as the lists are
+ * made). Bounded: past TEXT_CACHE_ENTRIES texts or TEXT_CACHE_BYTES of them (a trace of
+ * millions of distinct names), texts become fresh objects as they would without it. */
+#define TEXT_CACHE_SLOTS (1u << 16)
+#define TEXT_CACHE_ENTRIES (TEXT_CACHE_SLOTS / 2)
+#define TEXT_CACHE_BYTES ((size_t)8 << 20)
+typedef struct {
+    uint64_t h;
+    char *text; /* NULL: a free slot */
+    Py_ssize_t len;
+    int as_text;
+    PyObject *obj;
+} cached_text;
+static cached_text *text_cache;
+static size_t text_cache_count, text_cache_bytes;
+
+/* The cache's slot for the text (its own, or the free one where it would go); NULL without
+ * a cache. */
+static cached_text *text_slot(const char *p, Py_ssize_t n, int as_text, uint64_t h) {
+    if (!text_cache) {
+        text_cache = calloc(TEXT_CACHE_SLOTS, sizeof(cached_text));
+        if (!text_cache) return NULL;
+    }
+    for (size_t i = (size_t)h & (TEXT_CACHE_SLOTS - 1);; i = (i + 1) & (TEXT_CACHE_SLOTS - 1)) {
+        cached_text *e = &text_cache[i];
+        if (!e->text) return e;
+        if (e->h == h && e->len == n && e->as_text == as_text &&
+            memcmp(e->text, p, (size_t)n) == 0)
+            return e;
+    }
+}
+
+/* A new reference to the object of the text (as_text: a str where it is UTF-8 without a
+ * backslash escape, else bytes), from the cache where it holds it. */
+static PyObject *text_object(const char *p, Py_ssize_t n, int as_text) {
+    const uint64_t h = hash_bytes(p, n);
+    cached_text *e = text_slot(p, n, as_text, h);
+    if (e && e->text) {
+        Py_INCREF(e->obj);
+        return e->obj;
+    }
+    PyObject *s = NULL;
+    if (as_text && !memchr(p, '\\', (size_t)n)) {
+        s = PyUnicode_DecodeUTF8(p, n, NULL);
+        if (!s) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return NULL; /* no memory */
+            PyErr_Clear(); /* not UTF-8: given as bytes, for Python to refuse */
+        }
+    }
+    if (!s) s = PyBytes_FromStringAndSize(p, n);
+    if (!s) return NULL;
+    if (e && text_cache_count < TEXT_CACHE_ENTRIES &&
+        text_cache_bytes + (size_t)n <= TEXT_CACHE_BYTES) {
+        char *copy = malloc((size_t)n + 1);
+        if (copy) {
+            memcpy(copy, p, (size_t)n);
+            e->h = h;
+            e->text = copy;
+            e->len = n;
+            e->as_text = as_text;
+            Py_INCREF(s);
+            e->obj = s;
+            text_cache_count++;
+            text_cache_bytes += (size_t)n;
+        }
+    }
+    return s;
+}
+
 static PyObject *interned_list(interner *t, int as_text) {
     PyObject *list = PyList_New(t->count);
     if (!list) return NULL;
     slot *slots = (slot *)t->order.data;
     for (int32_t i = 0; i < t->count; i++) {
-        const char *p = slots[i].ptr;
-        Py_ssize_t n = slots[i].len;
-        PyObject *s = NULL;
-        if (as_text && !memchr(p, '\\', (size_t)n)) {
-            s = PyUnicode_DecodeUTF8(p, n, NULL);
-            if (!s) {
-                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {  /* out of memory */
-                    Py_DECREF(list);
-                    return NULL;
-                }
-                PyErr_Clear();  /* not UTF-8: given as bytes, for Python to refuse */
-            }
-        }
-        if (!s) s = PyBytes_FromStringAndSize(p, n);
+        PyObject *s = text_object(slots[i].ptr, slots[i].len, as_text);
         if (!s) {
             Py_DECREF(list);
             return NULL;
