@@ -159,18 +159,21 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     w0 = analysis.window_start_ns
     w1 = w0 + analysis.window_ns
     is_call = is_kind(t.kind, (EventKind.RUNTIME, EventKind.DRIVER))
-    ts, end = t.ts_ns, t.end_ns
-    calls = np.flatnonzero(is_call & (ts < w1) & (end > w0))
+    ts = t.ts_ns  # (ends only of the rows that need one: `Trace.end_ns` makes every row's)
+    calls = np.flatnonzero(is_call & (ts < w1))
+    call_end = t.end_of(calls)
+    calls, call_end = calls[call_end > w0], call_end[call_end > w0]
     if calls.shape[0] == 0 or gap_s.shape[0] == 0:
         return BlockingCalls.empty()
     # Candidates: calls during which a drained gap begins, in (start, end].
     k = np.searchsorted(gap_s, ts[calls], side="right")
     hit = k < gap_s.shape[0]
-    hit &= gap_s[np.minimum(k, gap_s.shape[0] - 1)] <= end[calls]
+    hit &= gap_s[np.minimum(k, gap_s.shape[0] - 1)] <= call_end
     cand = calls[hit]
     if cand.shape[0] == 0:
         return BlockingCalls.empty()
-    c0, c1 = ts[cand], end[cand]
+    c0, c1 = ts[cand], call_end[hit]
+    del call_end
 
     # The queue: every GPU activity of this device, with the start of its launch call.
     gpu = np.flatnonzero(
@@ -182,7 +185,7 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     launcher = _lookup(t.correlation[launchers], t.correlation[gpu], launchers)
     launch_ns = np.where(launcher >= 0, ts[np.maximum(launcher, 0)], ts[gpu])
     order = np.argsort(launch_ns, kind="stable")
-    reach = np.maximum.accumulate(end[gpu][order])
+    reach = np.maximum.accumulate(t.end_of(gpu)[order])
     before = np.searchsorted(launch_ns[order], c0, side="left") - 1  # launched earlier
     queue_end = np.where(before >= 0, reach[np.maximum(before, 0)], np.iinfo(np.int64).min)
 
@@ -193,7 +196,7 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     mine = (at < cand.shape[0]) & (cand[np.minimum(at, cand.shape[0] - 1)] == copy_call)
     copy, at = copy[mine], at[mine]
     own_end = np.full(cand.shape[0], np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(own_end, at, end[copy])
+    np.maximum.at(own_end, at, t.end_of(copy))
     nbytes = t.byte_counts.at(copy)
     copy_bytes = np.full(cand.shape[0], -1, dtype=np.int64)
     sized = nbytes >= 0
@@ -218,7 +221,7 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     if rows.shape[0] == 0:
         return BlockingCalls.empty()
     rows, decided, copy_bytes = _outermost(t, rows, decided, copy_bytes)
-    blocked = end[rows] - ts[rows]
+    blocked = t.end_of(rows) - ts[rows]
 
     # The what-if: each drained gap that begins in a blocking call loses its first
     # `blocked` ns (the longest call it begins in, over the host threads).
@@ -228,7 +231,7 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
         mine_rows = rows[tids == tid]  # disjoint on one thread, by start
         mine_blocked = blocked[tids == tid]
         j = np.searchsorted(ts[mine_rows], gap_s, side="left") - 1
-        inside = (j >= 0) & (gap_s <= end[mine_rows][np.maximum(j, 0)])
+        inside = (j >= 0) & (gap_s <= t.end_of(mine_rows)[np.maximum(j, 0)])
         cut = np.maximum(cut, np.where(inside, mine_blocked[np.maximum(j, 0)], 0))
     claim = cut > 0
     idle = IntervalSet(gap_s[claim], np.minimum(gap_e[claim], gap_s[claim] + cut[claim]))

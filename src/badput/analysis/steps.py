@@ -111,6 +111,7 @@ def launched_work(
     gpu_correlation: I64,
     gpu_starts_ns: I64,
     gpu_ends_ns: I64,
+    call: I64 | None = None,
 ) -> StepWork:
     """Which host step launched each GPU activity, and each step's first and last activity.
 
@@ -121,9 +122,11 @@ def launched_work(
         gpu_correlation: correlation id of each GPU activity of this device.
         gpu_starts_ns: start of each GPU activity.
         gpu_ends_ns: end of each GPU activity.
+        call: `launches.find(gpu_correlation)`, where the caller has it already.
     """
     n = cpu_starts_ns.shape[0]
-    call = launches.find(gpu_correlation)
+    if call is None:
+        call = launches.find(gpu_correlation)
     has_call = call >= 0
     safe = np.maximum(call, 0)
     call_start = launches.start_ns[safe] if launches.start_ns.shape[0] else np.zeros_like(call)
@@ -201,10 +204,12 @@ def cpu_steps(
     s1 = cpu_ends_ns[order]
     n = len(names)
 
-    if not (launches.find(gpu_correlation) >= 0).any():
+    call = launches.find(gpu_correlation)
+    if not (call >= 0).any():
         # No GPU activity has a recorded launch: the CPU spans stand as they are.
         return Steps(names, s0.copy(), s1.copy(), WindowSource.CPU_STEPS)
-    work = launched_work(s0, s1, launches, gpu_correlation, gpu_starts_ns, gpu_ends_ns)
+    work = launched_work(s0, s1, launches, gpu_correlation, gpu_starts_ns, gpu_ends_ns, call)
+    del call
     launched, count = work.launched, work.count
     if not launched.any():
         # No step launched GPU work here: the CPU spans stand as they are.
