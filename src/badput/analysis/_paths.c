@@ -1121,28 +1121,21 @@ static PyObject *event_keys(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-
 /* The first index i in sorted a[0..n) with a[i] >= x, as numpy's searchsorted (side left),
- * clipped to n - 1 (n > 0). */
-static inline Py_ssize_t lower_bound64(const int64_t *a, Py_ssize_t n, int64_t x) {
-    Py_ssize_t lo = 0, hi = n;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < x) lo = mid + 1;
-        else hi = mid;
+ * clipped to n - 1 (n > 0); for int64 and int32 arrays. */
+#define LOWER_BOUND(name, type)                                              \
+    static inline Py_ssize_t name(const type *a, Py_ssize_t n, int64_t x) { \
+        Py_ssize_t lo = 0, hi = n;                                           \
+        while (lo < hi) {                                                    \
+            Py_ssize_t mid = lo + (hi - lo) / 2;                             \
+            if (a[mid] < x) lo = mid + 1;                                    \
+            else hi = mid;                                                   \
+        }                                                                    \
+        return lo < n ? lo : n - 1;                                          \
     }
-    return lo < n ? lo : n - 1;
-}
-
-static inline Py_ssize_t lower_bound32(const int32_t *a, Py_ssize_t n, int64_t x) {
-    Py_ssize_t lo = 0, hi = n;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < x) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < n ? lo : n - 1;
-}
+LOWER_BOUND(lower_bound64, int64_t)
+LOWER_BOUND(lower_bound32, int32_t)
+#undef LOWER_BOUND
 
 /* path_edges(ins, outs, consts) -> bool
  *
