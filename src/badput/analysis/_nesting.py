@@ -471,6 +471,13 @@ def _walk_up_c(
     far = np.empty(n, dtype=np.int32) if farthest else None
     none = np.int64(NO_ID)
     for m in masks:
+        if not m.any():  # no node marked: no pass over the forest
+            nothing = np.full(start.shape[0], NO_ID, dtype=np.int64)
+            if near is not None:
+                firsts.append(nothing)
+            if far is not None:
+                lasts.append(nothing.copy())
+            continue
         fast.marked_ancestors(parent64, flags(m), near, far)
         if near is not None:
             firsts.append(np.where(has, near[at], none))
