@@ -528,6 +528,13 @@ def test_remap_maps_each_id_through_the_table_in_place() -> None:
     # Only int32 ids and tables: another width is the caller's to map.
     assert not _fastscan.remap(np.array([1], dtype=np.int64), table)
     assert not _fastscan.remap(np.array([1], dtype=np.int32), table.astype(np.int64))
+    # Only ids the pass may write in place: a strided view or a read-only array is refused.
+    wide = np.array([[0, 1], [2, 3]], dtype=np.int32)
+    assert not _fastscan.remap(wide[:, 0], table)
+    frozen = np.array([1, 2], dtype=np.int32)
+    frozen.flags.writeable = False
+    assert not _fastscan.remap(frozen, table)
+    assert wide.tolist() == [[0, 1], [2, 3]] and frozen.tolist() == [1, 2]
 
 
 @needs_c

@@ -162,7 +162,9 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     ts = t.ts_ns  # (ends only of the rows that need one: `Trace.end_ns` makes every row's)
     calls = np.flatnonzero(is_call & (ts < w1))
     call_end = t.end_of(calls)
-    calls, call_end = calls[call_end > w0], call_end[call_end > w0]
+    during = call_end > w0
+    calls, call_end = calls[during], call_end[during]
+    del during
     if calls.shape[0] == 0 or gap_s.shape[0] == 0:
         return BlockingCalls.empty()
     # Candidates: calls during which a drained gap begins, in (start, end].

@@ -548,11 +548,7 @@ class _Columns:
         parts["row"].append(ops.row + self.rows)
         # In place in C (the piece's own copy of its ids); else np.take, some 2.5 times faster
         # than `lut[ids]` (which first copies the ids to intp).
-        global_ids = ops.ids
-        if not (global_ids.flags.c_contiguous and global_ids.flags.writeable) or not (
-            _fastscan.remap(global_ids, lut)
-        ):
-            global_ids = np.take(lut, ops.ids)
+        global_ids = ops.ids if _fastscan.remap(ops.ids, lut) else np.take(lut, ops.ids)
         for j, key in enumerate(("dims", "types", "strides", "concrete")):
             parts[key].append(global_ids[j])
         # Copies, not views of the scanner's columns: a view would hold its buffer until the

@@ -1681,10 +1681,6 @@ static void state_free(scan_state *st) {
     free(st->memo);
 }
 
-/* The interned strings, as raw bytes; with `as_text` (names and labels), as str where the
- * raw bytes hold no escape and are UTF-8 (the text is then those bytes), else still as raw
- * bytes, which Python decodes as JSON (an escape) or refuses (not UTF-8). Made here, each
- * string's decode is no Python call. */
 /* ---- the texts handed to Python, kept across pieces ------------------------------------- */
 
 /* A trace's pieces repeat their texts (a profiled step repeats its op names and shapes: the
@@ -1723,8 +1719,8 @@ static cached_text *text_slot(const char *p, Py_ssize_t n, int as_text, uint64_t
     }
 }
 
-/* A new reference to the object of the text (as_text: a str where it is UTF-8 without a
- * backslash escape, else bytes), from the cache where it holds it. */
+/* A new reference to the object of one interned string (as `interned_list` makes them), from
+ * the cache where it holds it. */
 static PyObject *text_object(const char *p, Py_ssize_t n, int as_text) {
     const uint64_t h = hash_bytes(p, n);
     cached_text *e = text_slot(p, n, as_text, h);
@@ -1760,6 +1756,10 @@ static PyObject *text_object(const char *p, Py_ssize_t n, int as_text) {
     return s;
 }
 
+/* The interned strings, as raw bytes; with `as_text` (names and labels), as str where the
+ * raw bytes hold no escape and are UTF-8 (the text is then those bytes), else still as raw
+ * bytes, which Python decodes as JSON (an escape) or refuses (not UTF-8). Made here, each
+ * string's decode is no Python call. */
 static PyObject *interned_list(interner *t, int as_text) {
     PyObject *list = PyList_New(t->count);
     if (!list) return NULL;
