@@ -158,6 +158,47 @@ def test_cuts_that_do_not_hold_are_retried(monkeypatch: pytest.MonkeyPatch) -> N
     assert _fastscan.RunStatus.TRUNCATED in runs and runs[-1] is _fastscan.RunStatus.DONE
 
 
+def test_scans_run_ahead_of_the_merge_by_the_spare_pieces() -> None:
+    """With two jobs, `jobs + SPARE_PIECES` pieces are scheduled before the first is merged
+    (the scanners keep work while the merging thread is busy), and every event arrives once."""
+    events = [
+        f'{{"ph": "X", "name": "e{i}", "pid": 1, "tid": 1, "ts": {i}, "dur": 1}}' for i in range(40)
+    ]
+    text = ("[" + ",".join(events) + "]").encode()
+    asked: list[int] = []
+    at_first_merge: list[int] = []
+
+    class Columns:
+        seen = 0
+        rows = 0
+
+        def add_scanned(self, scanned: _fastscan.Scanned) -> None:
+            if not at_first_merge:
+                at_first_merge.append(len(asked))
+            self.seen += scanned.seen
+
+    class Mem(_pieces.MappedText):
+        def __init__(self) -> None:
+            self._piece_bytes = 60  # about one event a piece
+            self._map = text  # type: ignore[assignment]
+            self._view = memoryview(text)
+            self._size = len(text)
+            self._released = 0
+
+        def piece(self, pos: int, min_end: int) -> _pieces.Piece:
+            asked.append(pos)
+            return super().piece(pos, min_end)
+
+        def release(self, end: int) -> None:
+            pass
+
+    cols = Columns()
+    assert _pieces.read_events(Mem(), cols, 2, lambda c, b: None) is None  # type: ignore[arg-type]
+    assert cols.seen == 40
+    assert at_first_merge == [2 + _pieces.SPARE_PIECES]
+    assert _pieces.SPARE_PIECES == 3
+
+
 def _errors_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch, piece: int) -> list[str]:
     """The errors of the fast path (pieces of `piece` bytes, two jobs) and of the complete one."""
     errors = []

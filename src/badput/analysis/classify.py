@@ -383,16 +383,19 @@ def _by_launching_op(
     if not unknown.any():
         return plain
     op_names = host_name[near_op[unknown]]
-    cat = np.full(op_names.shape[0], -1, dtype=np.int64)
-    det = np.full(op_names.shape[0], -1, dtype=np.int64)
-    for nid in np.unique(op_names).tolist():
+    # Per name id (each distinct name once, ascending; a table, not a pass per name).
+    used = np.zeros(len(trace.names), dtype=np.bool_)
+    used[op_names] = True
+    name_cat = np.full(len(trace.names), -1, dtype=np.int64)
+    name_det = np.full(len(trace.names), -1, dtype=np.int64)
+    for nid in np.flatnonzero(used).tolist():
         op = trace.names[nid]
         for ops, family in _OP_FAMILY:
             if op in ops:
-                mine = op_names == nid
-                cat[mine] = _CATEGORY[family]
-                det[mine] = details.id(op[:160])
+                name_cat[nid] = _CATEGORY[family]
+                name_det[nid] = details.id(op[:160])
                 break
+    cat, det = name_cat[op_names], name_det[op_names]
     idx = np.flatnonzero(unknown)
     hit = cat >= 0
     category[idx[hit]] = cat[hit]
