@@ -457,11 +457,15 @@ def critical_path(
     warnings = list(g.warnings)
     if not (trace.kind == EventKind.SYNC).any():
         # Syncs come from the blocking-call timing as well; only event waits need the rows.
-        calls = is_kind(trace.kind, (EventKind.RUNTIME, EventKind.DRIVER))
-        waiting = trace.name_mask(lambda n: "StreamWaitEvent" in n)[trace.name_id] & calls
-        if waiting.any():
+        calls = np.flatnonzero(is_kind(trace.kind, (EventKind.RUNTIME, EventKind.DRIVER)))
+        call_name = trace.name_id[calls]  # the calls' names alone, not every row's
+        n_waiting = int(
+            np.count_nonzero(trace.name_mask(lambda n: "StreamWaitEvent" in n, calls)[call_name])
+        )
+        del calls, call_name
+        if n_waiting:
             warnings.append(
-                f"{int(waiting.sum())} stream-wait-event calls but no cuda_sync events in the "
+                f"{n_waiting} stream-wait-event calls but no cuda_sync events in the "
                 "trace: no event waits join streams"
             )
     classes = analysis.timeline.classes if analysis.timeline is not None else None
