@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import numpy as np
 import pytest
 
 from badput.analysis._beside import Beside
+from badput.analysis.blocking import blocking_calls
 from badput.analysis.critical_path import CriticalPath, PathBeside
 from badput.analysis.device import analyze_trace
 from badput.analysis.results import DeviceAnalysis
@@ -162,7 +164,6 @@ def test_a_lone_gpus_graph_starts_with_its_window_and_is_the_analysis_graph(
 ) -> None:
     """`analyze_with_paths` on two threads: the graph starts once the window is chosen (before
     the GPU's launch statistics), and the path is the one `analyze_trace` finds."""
-    import numpy as np
 
     import badput.analysis.device as device_mod
 
@@ -205,7 +206,7 @@ def test_a_graph_waiting_for_a_failed_analysis_gets_its_error() -> None:
     trace = load_trace(str(reference(SHARED_TRACES / name)))
     (device,) = analyze_trace(trace, jobs=1, critical_paths=False)
     assert device.timeline is not None and device.timeline.tree is not None
-    early = device_mod._EarlyPath(trace, device.timeline.tree, device.device, 2)
+    early = device_mod._EarlyPath(trace, device.timeline.tree, device.device, 2, None)
     w0 = device.window_start_ns
     early.start(w0, w0 + device.window_ns, [s.name for s in device.steps])
     early.failed(RuntimeError("the analysis broke"))
@@ -250,7 +251,6 @@ def test_what_ifs_run_in_the_graph_before_the_path_is_found(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`PathBeside.what_if` needs the graph alone; the path, once found, holds its caches."""
-    import numpy as np
 
     import badput.analysis.critical_path as cp_mod
 
@@ -345,23 +345,76 @@ def test_a_call_run_when_asked_runs_once_for_two_threads() -> None:
 
 
 def test_blocking_calls_found_once_beside_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    # On two threads a lone GPU's graph and its diagnosis both need the blocking calls:
-    # whoever asks first finds them, the other takes them.
+    # On two threads a lone GPU's graph and its diagnosis both need the blocking calls: they
+    # are found once, beside the launch tree (from the idle time alone), and taken by both.
     import badput.analysis.critical_path as cp
+    import badput.analysis.device as device_mod
     import badput.diagnose.context as context
     from badput.analysis.device import analyze_with_paths
 
-    found: list[int] = []
-    real = cp.blocking_calls
+    found: list[str] = []
 
-    def counted(*args: object, **kwargs: object) -> object:
-        found.append(1)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def counted(where: str, real: Any) -> Any:
+        def call(*args: object, **kwargs: object) -> object:
+            found.append(where)
+            return real(*args, **kwargs)
 
-    monkeypatch.setattr(cp, "blocking_calls", counted)
-    monkeypatch.setattr(context, "blocking_calls", counted)
+        return call
+
+    monkeypatch.setattr(cp, "blocking_calls", counted("analysis", cp.blocking_calls))
+    monkeypatch.setattr(context, "blocking_calls", counted("analysis", context.blocking_calls))
+    early = counted("early", device_mod.blocking_calls_in)
+    monkeypatch.setattr(device_mod, "blocking_calls_in", early)
     name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
     trace = load_trace(str(reference(SHARED_TRACES / name)))
     devices, paths = analyze_with_paths(trace, jobs=2)
-    outcome_of(trace, devices, jobs=2, paths=paths)
-    assert len(found) == 1
+    outcome = outcome_of(trace, devices, jobs=2, paths=paths)
+    assert found == ["early"]
+    # The same calls as the analysis's own, found after it: the same sync finding.
+    (device,) = analyze_trace(trace, jobs=1, critical_paths=False)
+    assert device.critical_path is None
+    want = blocking_calls(trace, device)
+    (path,) = paths
+    assert path is not None
+    got = path.blocking()
+    assert got is not None
+    for key in ("rows", "decided_by", "blocked_ns", "copy_bytes"):
+        assert np.array_equal(getattr(got, key), getattr(want, key)), key
+    assert np.array_equal(got.idle.starts, want.idle.starts)
+    assert got.idle.total_ns() == want.idle.total_ns() > 0
+    assert len(got) > 0
+    alone = outcome_of(trace, analyze_trace(trace, jobs=1), jobs=1)
+    assert [f.id for f in outcome.findings[0]] == [f.id for f in alone.findings[0]]
+
+
+def test_blocking_found_early_is_taken_only_for_the_same_idle_time() -> None:
+    # The calls found before the analysis stand only where the analysis has the window and
+    # the idle time they were found in; anything else finds them from the analysis.
+    import dataclasses
+
+    import badput.analysis.device as device_mod
+    from badput.analysis.intervals import IntervalSet
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    (device,) = analyze_trace(trace, jobs=1, critical_paths=False)
+    host, choice, found = device_mod._host_window_blocking(trace, device.device, None)
+    assert found is not None and len(host.step_names) > 0
+    assert (choice.start_ns, choice.end_ns - choice.start_ns) == (
+        device.window_start_ns,
+        device.window_ns,
+    )
+    assert found.calls_of(device) is found.calls
+    tl = device.timeline
+    assert tl is not None
+    less = tl.idle.subtract(IntervalSet.span(int(tl.idle.starts[0]), int(tl.idle.starts[0]) + 1))
+    other = dataclasses.replace(device, timeline=dataclasses.replace(tl, idle=less))
+    assert found.calls_of(other) is None
+    loader = IntervalSet.span(int(tl.idle.starts[0]), int(tl.idle.ends[0]))
+    other = dataclasses.replace(device, timeline=dataclasses.replace(tl, idle_dataloader=loader))
+    assert found.calls_of(other) is None
+    shifted = dataclasses.replace(device, window_start_ns=device.window_start_ns + 1)
+    assert found.calls_of(shifted) is None
+    # Without a window there is nothing to find early.
+    empty = device_mod.WindowSpec.parse(f"ns:{choice.start_ns}-{choice.start_ns}")
+    assert device_mod._host_window_blocking(trace, device.device, empty)[2] is None

@@ -26,6 +26,7 @@ __all__ = [
     "TIMING_MIN_WAIT_NS",
     "BlockingCalls",
     "blocking_calls",
+    "blocking_calls_in",
 ]
 
 #: Host calls that block until the GPU has finished queued work (or a copy completes), by
@@ -146,18 +147,39 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     in). The gaps are disjoint, so no idle counts twice.
     """
     assert analysis.timeline is not None
-    t = trace
     tl = analysis.timeline
-    gaps = tl.idle.subtract(tl.idle_dataloader)
+    w0 = analysis.window_start_ns
+    return blocking_calls_in(
+        trace, tl.idle, tl.idle_dataloader, w0, analysis.window_ns, analysis.device
+    )
+
+
+def blocking_calls_in(
+    trace: Trace,
+    idle: IntervalSet,
+    idle_dataloader: IntervalSet,
+    window_start_ns: int,
+    window_ns: int,
+    device: int,
+) -> BlockingCalls:
+    """`blocking_calls` from what it reads of the analysis, given on their own.
+
+    That is the GPU's idle time and its part in DataLoader waits (`Timeline.idle`,
+    `Timeline.idle_dataloader`), its window and the GPU. Neither needs the launch tree or
+    the kernel classes: found from them, the calls can be found before the rest of the
+    analysis (`analysis.device`, on two threads or more).
+    """
+    t = trace
+    gaps = idle.subtract(idle_dataloader)
     # Gaps that begin where GPU work ends (not where a DataLoader wait ends).
     # (Both start arrays are sorted: a binary search, not np.isin's hashing of every start.)
-    idle_starts = tl.idle.starts
+    idle_starts = idle.starts
     at = np.minimum(np.searchsorted(idle_starts, gaps.starts), max(idle_starts.shape[0] - 1, 0))
     found = idle_starts[at] == gaps.starts if idle_starts.shape[0] else np.zeros(0, np.bool_)
-    drained = found & (gaps.starts > analysis.window_start_ns)
+    drained = found & (gaps.starts > window_start_ns)
     gap_s, gap_e = gaps.starts[drained], gaps.ends[drained]
-    w0 = analysis.window_start_ns
-    w1 = w0 + analysis.window_ns
+    w0 = window_start_ns
+    w1 = w0 + window_ns
     is_call = is_kind(t.kind, (EventKind.RUNTIME, EventKind.DRIVER))
     ts = t.ts_ns  # (ends only of the rows that need one: `Trace.end_ns` makes every row's)
     calls = np.flatnonzero(is_call & (ts < w1))
@@ -180,7 +202,7 @@ def blocking_calls(trace: Trace, analysis: DeviceAnalysis) -> BlockingCalls:
     # The queue: every GPU activity of this device, with the start of its launch call.
     gpu = np.flatnonzero(
         is_kind(t.kind, (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET))
-        & (t.device == analysis.device)
+        & (t.device == device)
     )
     launchers = np.flatnonzero(is_call & (t.correlation >= 0))
     launchers = launchers[np.argsort(t.correlation[launchers], kind="stable")]

@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from badput.analysis._beside import Beside
 from badput.analysis._nesting import is_kind
-from badput.analysis.blocking import BlockingCalls
+from badput.analysis.blocking import BlockingCalls, blocking_calls_in
 from badput.analysis.classify import ClassRules, KernelClasses, classify_kernels
 from badput.analysis.critical_path import (
     CriticalPath,
@@ -232,12 +232,51 @@ def _analyze_device(
     )
 
 
-def _host_and_window(
+@dataclass(frozen=True)
+class _FoundBlocking:
+    """A GPU's blocking calls found before its analysis, and the idle time they came from."""
+
+    idle: IntervalSet
+    idle_dataloader: IntervalSet
+    window: tuple[int, int]
+    calls: BlockingCalls
+
+    def calls_of(self, analysis: DeviceAnalysis) -> BlockingCalls | None:
+        """The calls, where `analysis` has the same window and idle time; else None."""
+        tl = analysis.timeline
+        if tl is None or self.window != (analysis.window_start_ns, analysis.window_ns):
+            return None
+        same = all(
+            np.array_equal(a.starts, b.starts) and np.array_equal(a.ends, b.ends)
+            for a, b in ((self.idle, tl.idle), (self.idle_dataloader, tl.idle_dataloader))
+        )
+        return self.calls if same else None
+
+
+def _host_window_blocking(
     trace: Trace, device: int, spec: WindowSpec | None
-) -> tuple[_Host, WindowChoice]:
-    """The host's interval sets and a GPU's window (`_window_of`), one after the other."""
+) -> tuple[_Host, WindowChoice, _FoundBlocking | None]:
+    """The host's interval sets, a GPU's window (`_window_of`), its blocking calls in it.
+
+    The calls are None without a window. They read the GPU's idle time alone, which needs neither the launch tree nor the
+    kernel classes: the window less the GPU's busy time (compute, communication and memory
+    together are every kernel, memcpy and memset, whatever their classes), its DataLoader
+    part as `_analyze_device` finds it. Found here, beside the launch tree, they are not
+    found after it (where the analysis and the graph fill both cores).
+    """
     host = _host(trace)
-    return host, _window_of(trace, host, device, spec)
+    gpu_kinds = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
+    gpu_rows = np.flatnonzero(is_kind(trace.kind, gpu_kinds) & (trace.device == device))
+    choice = _window_of(trace, host, device, spec, gpu_rows)
+    w0, w1 = choice.start_ns, choice.end_ns
+    if w1 <= w0:
+        return host, choice, None
+    window = IntervalSet.span(w0, w1)
+    busy = IntervalSet.from_spans(trace.ts_ns[gpu_rows], trace.end_of(gpu_rows)).intersect(window)
+    idle = window.subtract(busy)
+    idle_dataloader = idle.subtract(host.runtime).intersect(host.dataloader)
+    calls = blocking_calls_in(trace, idle, idle_dataloader, w0, w1 - w0, device)
+    return host, choice, _FoundBlocking(idle, idle_dataloader, (w0, w1 - w0), calls)
 
 
 def _window_of(
@@ -498,10 +537,10 @@ def _analyze_lone(
     Its window is chosen beside the launch tree, and its graph started from them beside the
     kernel classes and the rest of its analysis.
     """
-    host_window = Beside(jobs, _host_and_window, trace, device, window)
+    host_window = Beside(jobs, _host_window_blocking, trace, device, window)
     tree = launch_tree(trace)
-    host, choice = host_window.result()
-    early = _EarlyPath(trace, tree, device, jobs)
+    host, choice, found = host_window.result()
+    early = _EarlyPath(trace, tree, device, jobs, found)
     try:
         early.start(choice.start_ns, choice.end_ns, list(choice.steps.names))
         classes = classify_kernels(trace, tree, rules)
@@ -535,12 +574,18 @@ class _EarlyPath:
     build: they are found (on the graph's thread) once the analysis is done (`path`).
     """
 
-    def __init__(self, trace: Trace, tree: LaunchTree, device: int, jobs: int) -> None:
+    def __init__(
+        self, trace: Trace, tree: LaunchTree, device: int, jobs: int, found: _FoundBlocking | None
+    ) -> None:
         self.trace, self.tree, self.device, self.jobs = trace, tree, device, jobs
         self.analysis: Future[DeviceAnalysis] = Future()
-        self.blocking: Beside[BlockingCalls | None] = Beside(
-            1, lambda: blocking_of(trace, self.analysis.result())
-        )
+        self.blocking: Beside[BlockingCalls | None] = Beside(1, lambda: self._blocking(found))
+
+    def _blocking(self, found: _FoundBlocking | None) -> BlockingCalls | None:
+        """The analysis's blocking calls: those `found` before it where it has their idle."""
+        analysis = self.analysis.result()
+        calls = found.calls_of(analysis) if found is not None else None
+        return calls if calls is not None else blocking_of(self.trace, analysis)
         self.graph: Beside[DependencyGraph] | None = None
 
     def start(self, w0: int, w1: int, step_names: list[str]) -> None:
