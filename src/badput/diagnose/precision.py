@@ -73,8 +73,8 @@ def _workload(ctx: DeviceContext, facts: _TraceFacts) -> tuple[str, str]:
     if host.shape[0] == 0:
         return "unknown", "the window holds no host ops"
     names = t.name_id[host]
-    backward = int(facts.backward_name[names].sum())
-    optimizer = int(facts.optimizer_name[names].sum())
+    is_backward, is_optimizer = facts.backward_name[names], facts.optimizer_name[names]
+    backward, optimizer = int(is_backward.sum()), int(is_optimizer.sum())
     tree = facts.tree
     ts = t.ts_ns[tree.row]
     w0 = ctx.analysis.window_start_ns
@@ -84,12 +84,12 @@ def _workload(ctx: DeviceContext, facts: _TraceFacts) -> tuple[str, str]:
     if backward or optimizer or backward_kernels:
         parts = []
         if backward:
-            example = t.name_of(int(host[facts.backward_name[names]][0]))
+            example = t.name_of(int(host[int(np.argmax(is_backward))]))  # the first
             parts.append(f"{backward} backward ops (e.g. {name_head(example)[:60]})")
         if backward_kernels:
             parts.append(f"{backward_kernels} kernels launched by backward ops")
         if optimizer:
-            example = t.name_of(int(host[facts.optimizer_name[names]][0]))
+            example = t.name_of(int(host[int(np.argmax(is_optimizer))]))
             parts.append(f"{optimizer} optimizer ops (e.g. {name_head(example)[:60]})")
         return "training", "; ".join(parts)
     return "inference", f"{host.shape[0]} host ops, none of them backward or optimizer ops"
