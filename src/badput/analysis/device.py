@@ -258,11 +258,12 @@ def _host_window_blocking(
 ) -> tuple[_Host, WindowChoice, _FoundBlocking | None]:
     """The host's interval sets, a GPU's window (`_window_of`), its blocking calls in it.
 
-    The calls are None without a window. They read the GPU's idle time alone, which needs neither the launch tree nor the
-    kernel classes: the window less the GPU's busy time (compute, communication and memory
-    together are every kernel, memcpy and memset, whatever their classes), its DataLoader
-    part as `_analyze_device` finds it. Found here, beside the launch tree, they are not
-    found after it (where the analysis and the graph fill both cores).
+    The calls are None without a window. They read the GPU's idle time alone, which needs
+    neither the launch tree nor the kernel classes: the window less the GPU's busy time
+    (compute, communication and memory together are every kernel, memcpy and memset,
+    whatever their classes), its DataLoader part as `_analyze_device` finds it. Found here,
+    beside the launch tree, they are not found after it (where the analysis and the graph
+    fill both cores).
     """
     host = _host(trace)
     gpu_kinds = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
