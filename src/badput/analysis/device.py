@@ -572,7 +572,8 @@ class _EarlyPath:
     """A lone GPU's critical path, its graph started once the GPU's window is chosen.
 
     The graph needs the analysis only for its blocking calls, which it asks for late in its
-    build: they are found (on the graph's thread) once the analysis is done (`path`).
+    build: those found beside the launch tree (`_FoundBlocking`), once the analysis is done
+    (`path`) and has their idle time; else found then, from the analysis.
     """
 
     def __init__(
@@ -581,13 +582,13 @@ class _EarlyPath:
         self.trace, self.tree, self.device, self.jobs = trace, tree, device, jobs
         self.analysis: Future[DeviceAnalysis] = Future()
         self.blocking: Beside[BlockingCalls | None] = Beside(1, lambda: self._blocking(found))
+        self.graph: Beside[DependencyGraph] | None = None
 
     def _blocking(self, found: _FoundBlocking | None) -> BlockingCalls | None:
         """The analysis's blocking calls: those `found` before it where it has their idle."""
         analysis = self.analysis.result()
         calls = found.calls_of(analysis) if found is not None else None
         return calls if calls is not None else blocking_of(self.trace, analysis)
-        self.graph: Beside[DependencyGraph] | None = None
 
     def start(self, w0: int, w1: int, step_names: list[str]) -> None:
         """Start the graph of the window [w0, w1] (none for an empty window: no path)."""
