@@ -160,6 +160,18 @@ def test_resnet_reference_read(resnet_whole: Trace) -> None:
     assert set(resnet_whole.stream[kernels].tolist()) == {7}
 
 
+def test_spans_of_rows_are_starts_and_ends(resnet_whole: Trace) -> None:
+    # `spans_of` is `ts_ns[rows]` with `end_of(rows)`, for rows in any order and repeated
+    rows = np.flatnonzero(resnet_whole.kind == EventKind.KERNEL)[::-7][:500]
+    rows = np.concatenate([rows, rows[:3]])
+    start, end = resnet_whole.spans_of(rows)
+    assert np.array_equal(start, resnet_whole.ts_ns[rows])
+    assert np.array_equal(end, resnet_whole.ts_ns[rows] + resnet_whole.dur_ns[rows])
+    assert np.array_equal(end, resnet_whole.end_of(rows))
+    assert start.dtype == end.dtype == np.int64 and int((end - start).min()) >= 0
+    assert int((end - start).max()) > 0
+
+
 def test_streaming_equals_whole_decode(
     monkeypatch: pytest.MonkeyPatch,
     resnet_json: tuple[Path, dict[str, Any]],

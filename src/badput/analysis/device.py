@@ -79,7 +79,7 @@ def _name_flags(trace: Trace, predicate: Callable[[str], bool]) -> B:
 def _spans(trace: Trace, mask: B) -> IntervalSet:
     """The union of the rows of `mask`, each [ts, ts + dur): only those rows' ends are made."""
     rows = np.flatnonzero(mask)
-    return IntervalSet.from_spans(trace.ts_ns[rows], trace.end_of(rows))
+    return IntervalSet.from_spans(*trace.spans_of(rows))
 
 
 def _host(trace: Trace) -> _Host:
@@ -100,7 +100,7 @@ def _host(trace: Trace) -> _Host:
         runtime=_spans(trace, call),
         dataloader=_spans(trace, loader_row),
         cpu=_spans(trace, cpu_row),
-        launches=Launches(trace.correlation[by_corr], ts[by_corr], trace.end_of(by_corr)),
+        launches=Launches(trace.correlation[by_corr], *trace.spans_of(by_corr)),
         step_names=[trace.names[i] for i in trace.name_id[steps].tolist()],
         step_starts=ts[steps],
         step_ends=trace.end_of(steps),
@@ -273,7 +273,7 @@ def _host_window_blocking(
     if w1 <= w0:
         return host, choice, None
     window = IntervalSet.span(w0, w1)
-    busy = IntervalSet.from_spans(trace.ts_ns[gpu_rows], trace.end_of(gpu_rows)).intersect(window)
+    busy = IntervalSet.from_spans(*trace.spans_of(gpu_rows)).intersect(window)
     idle = window.subtract(busy)
     idle_dataloader = idle.subtract(host.runtime).intersect(host.dataloader)
     calls = blocking_calls_in(trace, idle, idle_dataloader, w0, w1 - w0, device)

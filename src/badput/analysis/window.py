@@ -323,7 +323,7 @@ def choose_window(
         numbers += [profiler_step_number(trace.name_of(int(r))) for r in gpu_step_rows]
         warnings += _check_steps(spec, [k for k in numbers if k is not None], span)
 
-    gpu_corr, gpu_ts, gpu_end = trace.correlation[gpu_rows], ts[gpu_rows], trace.end_of(gpu_rows)
+    gpu_corr, (gpu_ts, gpu_end) = trace.correlation[gpu_rows], trace.spans_of(gpu_rows)
 
     def stretched() -> Steps:
         return cpu_steps(step_names, step_starts, step_ends, launches, gpu_corr, gpu_ts, gpu_end)

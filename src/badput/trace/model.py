@@ -407,6 +407,15 @@ class Trace:
         end += self.dur_ns[rows]
         return end
 
+    def spans_of(self, rows: npt.NDArray[np.integer]) -> tuple[I64, I64]:
+        """(start, end) of the rows given by index: `ts_ns[rows]` and `end_of(rows)`.
+
+        The start is gathered once for both.
+        """
+        start: I64 = self.ts_ns[rows]
+        end: I64 = start + self.dur_ns[rows]
+        return start, end
+
     def mask(self, *kinds: EventKind) -> npt.NDArray[np.bool_]:
         """Boolean row mask of the rows whose kind is one of `kinds`."""
         out = np.zeros(len(self), dtype=np.bool_)
