@@ -253,9 +253,10 @@ def blocking_calls_in(
     tids = t.tid[rows]
     for tid in np.unique(tids).tolist():
         mine_rows = rows[tids == tid]  # disjoint on one thread, by start
-        mine_blocked = blocked[tids == tid]
-        j = np.searchsorted(ts[mine_rows], gap_s, side="left") - 1
-        inside = (j >= 0) & (gap_s <= t.end_of(mine_rows)[np.maximum(j, 0)])
+        mine_start, mine_blocked = ts[mine_rows], blocked[tids == tid]
+        j = np.searchsorted(mine_start, gap_s, side="left") - 1
+        mine_end = mine_start + mine_blocked
+        inside = (j >= 0) & (gap_s <= mine_end[np.maximum(j, 0)])
         cut = np.maximum(cut, np.where(inside, mine_blocked[np.maximum(j, 0)], 0))
     claim = cut > 0
     idle = IntervalSet(gap_s[claim], np.minimum(gap_e[claim], gap_s[claim] + cut[claim]))

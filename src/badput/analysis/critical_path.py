@@ -458,11 +458,9 @@ def critical_path(
     if not (trace.kind == EventKind.SYNC).any():
         # Syncs come from the blocking-call timing as well; only event waits need the rows.
         calls = np.flatnonzero(is_kind(trace.kind, (EventKind.RUNTIME, EventKind.DRIVER)))
-        call_name = trace.name_id[calls]  # the calls' names alone, not every row's
-        n_waiting = int(
-            np.count_nonzero(trace.name_mask(lambda n: "StreamWaitEvent" in n, calls)[call_name])
-        )
-        del calls, call_name
+        # The calls' names alone, not every row's.
+        n_waiting = trace.rows_named(calls, lambda n: "StreamWaitEvent" in n).shape[0]
+        del calls
         if n_waiting:
             warnings.append(
                 f"{n_waiting} stream-wait-event calls but no cuda_sync events in the "

@@ -47,7 +47,7 @@ from badput.analysis.steps import Launches
 from badput.analysis.tree import LaunchTree, launch_tree
 from badput.analysis.window import WindowChoice, WindowSpec, choose_window
 from badput.estimate.hardware import lookup_gpu
-from badput.trace.model import EventKind, Trace
+from badput.trace.model import GPU_ACTIVITY_KINDS, EventKind, Trace
 
 __all__ = ["WindowSpec", "analyze_trace"]
 
@@ -266,8 +266,7 @@ def _host_window_blocking(
     fill both cores).
     """
     host = _host(trace)
-    gpu_kinds = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
-    gpu_rows = np.flatnonzero(is_kind(trace.kind, gpu_kinds) & (trace.device == device))
+    gpu_rows = np.flatnonzero(is_kind(trace.kind, GPU_ACTIVITY_KINDS) & (trace.device == device))
     choice = _window_of(trace, host, device, spec, gpu_rows)
     w0, w1 = choice.start_ns, choice.end_ns
     if w1 <= w0:
@@ -285,15 +284,12 @@ def _window_of(
     host: _Host,
     device: int,
     spec: WindowSpec | None,
-    gpu_rows: npt.NDArray[np.intp] | None = None,
+    gpu_rows: npt.NDArray[np.intp],
 ) -> WindowChoice:
     """The window and steps of one GPU (`choose_window`): no launch tree or classes needed.
 
-    `gpu_rows`: its kernel, memcpy and memset rows, found here if None.
+    `gpu_rows`: its kernel, memcpy and memset rows.
     """
-    if gpu_rows is None:
-        gpu_kinds = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
-        gpu_rows = np.flatnonzero(is_kind(trace.kind, gpu_kinds) & (trace.device == device))
     return choose_window(
         trace,
         device,
