@@ -513,31 +513,6 @@ def test_mark_sets_the_slot_of_each_id() -> None:
 
 
 @needs_c
-def test_remap_maps_each_id_through_the_table_in_place() -> None:
-    table = np.array([10, 11, 12, 13, -1], dtype=np.int32)  # ids 0..3, -1 (none) the last slot
-    ids = np.array([[2, -1, 0], [3, 3, -1]], dtype=np.int32)  # a piece's (columns, rows) ids
-    assert _fastscan.remap(ids, table)
-    assert ids.tolist() == [[12, -1, 10], [13, 13, -1]]
-    assert np.array_equal(ids, np.take(table, np.array([[2, -1, 0], [3, 3, -1]])))
-    empty = np.zeros(0, dtype=np.int32)
-    assert _fastscan.remap(empty, table)
-    for outside in ([1, 4], [-2, 0], [0, 7]):  # nothing written: the caller maps them
-        ids = np.array(outside, dtype=np.int32)
-        assert not _fastscan.remap(ids, table)
-        assert ids.tolist() == outside
-    # Only int32 ids and tables: another width is the caller's to map.
-    assert not _fastscan.remap(np.array([1], dtype=np.int64), table)
-    assert not _fastscan.remap(np.array([1], dtype=np.int32), table.astype(np.int64))
-    # Only ids the pass may write in place: a strided view or a read-only array is refused.
-    wide = np.array([[0, 1], [2, 3]], dtype=np.int32)
-    assert not _fastscan.remap(wide[:, 0], table)
-    frozen = np.array([1, 2], dtype=np.int32)
-    frozen.flags.writeable = False
-    assert not _fastscan.remap(frozen, table)
-    assert wide.tolist() == [[0, 1], [2, 3]] and frozen.tolist() == [1, 2]
-
-
-@needs_c
 def test_names_and_labels_as_text() -> None:
     """Raw UTF-8 and escaped names and labels give the same text; bytes not UTF-8 refuse."""
     text = (

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from badput.errors import TraceFormatError
 from badput.trace import _fastscan, load_trace
-from badput.trace._kineto_columns import _joined_narrow
+from badput.trace._kineto_columns import _Growing, _op_column
 from badput.trace.model import NO_ID, OpArgs, Trace
 
 needs_c = pytest.mark.skipif(not _fastscan.AVAILABLE, reason="C scanner not built")
@@ -535,15 +536,28 @@ def test_a_narrow_table_finds_wide_rows_exactly() -> None:
     assert wide.entries_of(rows).tolist() == [2, 3, -1, -1, -1, 1, 0, -1]
 
 
-def test_joined_narrow_per_piece_matches_the_whole_column() -> None:
+def _op_column_of(pieces: list[npt.NDArray[np.int64]]) -> npt.NDArray[Any]:
+    """A shape-argument id column filled piece by piece, as the read fills it."""
+    part = _Growing(np.int64, narrow=True)
+    part.reserve(2)
+    for p in pieces:
+        part.append(p)
+    return _op_column(part)
+
+
+def test_op_column_per_piece_matches_the_whole_column() -> None:
     none = np.full(3, NO_ID, dtype=np.int64)
     small = np.array([5, NO_ID, 2**31 - 1], dtype=np.int64)
     wide = np.array([2**31, 1], dtype=np.int64)  # a sequence number past int32
-    every_none = _joined_narrow([none, none[:1]], np.int64)
+    every_none = _op_column_of([none, none[:1]])
     assert every_none.tolist() == [NO_ID] * 4 and every_none.strides == (0,)
-    mixed = _joined_narrow([none, small], np.int64)  # one piece NO_ID alone: not broadcast
+    assert every_none.dtype.name == "int32"
+    mixed = _op_column_of([none, small])  # one piece NO_ID alone: not broadcast
     assert mixed.dtype.name == "int32" and mixed.tolist() == [NO_ID] * 3 + small.tolist()
-    past = _joined_narrow([small, wide], np.int64)  # one piece past int32: all kept int64
+    past = _op_column_of([small, wide])  # one piece past int32: all kept int64
     assert past.dtype.name == "int64" and past.tolist() == small.tolist() + wide.tolist()
-    low = _joined_narrow([np.array([-(2**31) - 1], dtype=np.int64)], np.int64)
+    low = _op_column_of([np.array([-(2**31) - 1], dtype=np.int64)])
     assert low.dtype.name == "int64" and low.tolist() == [-(2**31) - 1]
+    # One value on every row, not NO_ID (a single forward thread): written out, writable.
+    same = _op_column_of([np.full(3, 7, dtype=np.int64), np.full(2, 7, dtype=np.int64)])
+    assert same.tolist() == [7] * 5 and same.dtype.name == "int32" and same.flags.writeable

@@ -21,7 +21,7 @@ import pytest
 
 from badput.errors import TraceFormatError
 from badput.trace import _fastscan, _pieces, kineto
-from badput.trace.model import SparseColumn, Trace
+from badput.trace.model import NO_ID, SparseColumn, Trace
 from test_reader import assert_same_trace
 
 pytestmark = pytest.mark.skipif(not _pieces.usable(), reason="the C scanner is not built")
@@ -371,8 +371,8 @@ def test_no_piece_column_is_kept_past_its_merge(
         raw = [np.frombuffer(b, dtype=np.uint8) for b in scanned.raw.values() if len(b)]
         held = [g.buf for g in self.parts.values()]
         held += [a for s in self.sparse.values() for a in (*s.rows, *s.values)]
-        for key, a in [(k, a) for k, parts in self.op_parts.items() for a in parts]:
-            assert not any(np.may_share_memory(a, r) for r in raw), key
+        for key, g in self.op_parts.items():
+            assert not any(np.may_share_memory(g.buf, r) for r in raw), key
         assert not any(np.may_share_memory(a, r) for a in held for r in raw)
         merged.append(1)
 
@@ -398,6 +398,27 @@ def test_growing_column_keeps_every_piece_in_order() -> None:
     col.reserve(1 << 62)  # a projection no system maps: ignored, appends still grow
     col.append(np.arange(3, dtype=np.int64))
     assert col.array().tolist() == [0, 1, 2] and col.buf.shape[0] < 1 << 20
+
+
+def test_growing_column_appends_ids_looked_up_in_a_table() -> None:
+    # A piece's local ids made global: table[ids], -1 (none) taking the last slot, looked
+    # up straight into the buffer once the column holds one; the same as appending them.
+    from badput.trace._kineto_columns import _Growing
+
+    table = np.array([7, 5, 9, NO_ID], dtype=np.int32)
+    pieces = [np.array(p, dtype=np.int32) for p in ([-1, -1], [2, -1, 0], [], [1, 1, 2, -1])]
+    looked, plain = _Growing(np.int32), _Growing(np.int32)
+    looked.reserve(4)  # the last piece grows past the reservation
+    for ids in pieces:
+        looked.append_looked_up(table, ids)
+        plain.append(np.take(table, ids))
+        assert looked.array().tolist() == plain.array().tolist()
+    assert looked.array().tolist() == [NO_ID, NO_ID, 9, NO_ID, 7, 5, 5, 9, NO_ID]
+    # A column absent on every row so far holds no buffer.
+    absent = _Growing(np.int32)
+    for ids in pieces[:1] * 3:
+        absent.append_looked_up(table, ids)
+    assert absent.buf.shape[0] == 0 and absent.array().tolist() == [NO_ID] * 6
 
 
 def test_a_column_of_one_value_holds_no_buffer() -> None:

@@ -160,24 +160,6 @@ def mark(ids: npt.NDArray[np.int32], seen: npt.NDArray[np.bool_]) -> bool:
     return bool(_scan.mark(np.ascontiguousarray(ids, dtype=np.int32), seen))
 
 
-#: Whether the build maps ids through a table in C (`remap`).
-REMAP_AVAILABLE = AVAILABLE and hasattr(_scan, "remap")
-
-
-def remap(ids: npt.NDArray[np.int32], table: npt.NDArray[np.int32]) -> bool:
-    """`ids[:] = table[ids]` in place, in one pass in C (an id of -1 takes the last slot).
-
-    False, `ids` untouched, where the scanner is not built, an array is not int32 or not
-    contiguous, `ids` is not writable, or an id is outside [-1, len(table) - 1), for the
-    caller to map (the C pass works on their bytes).
-    """
-    if not REMAP_AVAILABLE or ids.dtype != np.int32 or table.dtype != np.int32:
-        return False
-    if not (ids.flags.c_contiguous and ids.flags.writeable and table.flags.c_contiguous):
-        return False
-    return bool(_scan.remap(ids, table))
-
-
 #: Whether the build derives a piece's rows in C (`derive`); else numpy does, as on the
 #: msgspec path.
 DERIVE_AVAILABLE = AVAILABLE and hasattr(_scan, "derive")

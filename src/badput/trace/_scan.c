@@ -2048,32 +2048,6 @@ static PyObject *mark(PyObject *self, PyObject *args) {
     return PyBool_FromLong(ok);
 }
 
-/* remap(ids, table): see the method table. */
-static PyObject *remap(PyObject *self, PyObject *args) {
-    Py_buffer ids, table;
-    if (!PyArg_ParseTuple(args, "w*y*", &ids, &table)) return NULL;
-    int ok = ids.len % 4 == 0 && table.len % 4 == 0 && table.len > 0;
-    if (ok) {
-        int32_t *v = ids.buf;
-        const int32_t *to = table.buf;
-        const Py_ssize_t n = ids.len / 4, last = table.len / 4 - 1;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) { /* all checked first: refused, nothing written */
-            if (v[i] < -1 || v[i] >= last) {
-                ok = 0;
-                break;
-            }
-        }
-        if (ok) {
-            for (Py_ssize_t i = 0; i < n; i++) v[i] = to[v[i] < 0 ? last : v[i]];
-        }
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&ids);
-    PyBuffer_Release(&table);
-    return PyBool_FromLong(ok);
-}
-
 /* derive(buffers, columns, constants): see the method table. */
 static PyObject *derive(PyObject *self, PyObject *args) {
     PyObject *bufs, *cols;
@@ -2244,10 +2218,6 @@ static PyMethodDef methods[] = {
     {"mark", mark, METH_VARARGS,
      "mark(ids, seen) -> bool: seen[i] = 1 for each id i of the int32 ids (the last slot for "
      "-1, none), in one pass; False at the first id outside [-1, len(seen) - 1)."},
-    {"remap", remap, METH_VARARGS,
-     "remap(ids, table) -> bool: each int32 id i written over by table[i] (int32; the last "
-     "slot for -1, none), in place; False, nothing written, where an id is outside "
-     "[-1, len(table) - 1)."},
     {"derive", derive, METH_VARARGS,
      "derive(buffers, columns, constants) -> (bad, negative, first_negative, fits): a piece's "
      "kinds, name ids, pids, tids, flow ids, lengths, devices, streams, op ids and byte counts "
