@@ -341,6 +341,38 @@ def test_per_step_lengths(tmp_path: Path) -> None:
     assert cp.length_ns == 200 * US
 
 
+def test_host_step_spans_are_found_once_per_trace_and_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The graph's window and the steps' lengths both ask for the steps' host spans: one pass
+    # over the trace gives both (read-only, shared), the same as found afresh.
+    b = new_trace()
+    for k in range(2):
+        b.profiler_step(k + 1, 100 * k, 100 * k + 100)
+        b.launch(GEMM, cpu=(100 * k + 5, 100 * k + 15), gpu=(100 * k + 20, 100 * k + 30))
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    real = cp._find_host_step_spans
+    asked: list[list[str]] = []
+
+    def spy(t: Trace, names: list[str]) -> Any:
+        asked.append(names)
+        return real(t, names)
+
+    monkeypatch.setattr(cp, "_find_host_step_spans", spy)
+    d = analyze_trace(trace, critical_paths=False)[0]
+    path = cp.critical_path(trace, d)
+    assert asked == [["ProfilerStep#1", "ProfilerStep#2"]]
+    assert [name for name, _ in path.steps] == ["ProfilerStep#1", "ProfilerStep#2"]
+    second = cp._host_step_spans(trace, ["ProfilerStep#2"])
+    assert second is not None and len(asked) == 2  # other names: found for them
+    cached = cp._host_step_spans(trace, ["ProfilerStep#1", "ProfilerStep#2"])
+    fresh = real(trace, ["ProfilerStep#1", "ProfilerStep#2"])
+    assert fresh is not None and cached is not None and len(asked) == 2
+    assert [a.tolist() for a in cached] == [a.tolist() for a in fresh]
+    assert second[0].tolist() == fresh[0].tolist()[1:] and cached[1][0] - cached[0][0] == 100 * US
+    assert not cached[0].flags.writeable and not cached[1].flags.writeable
+
+
 def test_a_steps_path_leaves_out_the_work_of_another_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -162,6 +162,31 @@ def test_c_nest_equals_numpy_nest(monkeypatch: pytest.MonkeyPatch, proper: bool)
 
 
 @pytest.mark.skipif(_nesting.c_paths() is None, reason="the C helpers are not built")
+def test_c_nest_orders_long_runs_of_equal_starts_as_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A coarse clock: hundreds of opens at one (thread, start), of a few lengths and kinds,
+    # so that runs pass the insertion sort's length (the C pass sorts those another way).
+    rng = np.random.default_rng(77)
+    for n, starts in ((300, 2), (80, 1), (40, 5)):
+        g = rng.integers(0, 2, n).astype(np.int64)
+        start = rng.integers(0, starts, n).astype(np.int64)
+        end = start + rng.integers(0, 4, n)
+        kind = rng.integers(0, 3, n).astype(np.int64)
+        fast, slow = _both(monkeypatch, g, start, end, _ranked(kind))
+        for a, b in zip(fast, slow, strict=True):
+            np.testing.assert_array_equal(a, b)
+        order, _, g_o, s_o, e_o = fast
+        same = (g_o[1:] == g_o[:-1]) & (s_o[1:] == s_o[:-1])
+        assert same.sum() > 16  # runs longer than the insertion sort's
+        # Within a run: the longer first, then the kind, then the input position.
+        k_o = kind[order]
+        later = (e_o[1:] < e_o[:-1]) | (
+            (e_o[1:] == e_o[:-1])
+            & ((k_o[1:] > k_o[:-1]) | ((k_o[1:] == k_o[:-1]) & (order[1:] > order[:-1])))
+        )
+        assert later[same].all()
+
+
+@pytest.mark.skipif(_nesting.c_paths() is None, reason="the C helpers are not built")
 def test_c_nest_known_forest(monkeypatch: pytest.MonkeyPatch) -> None:
     # Thread 0: A [0, 10) holds B [2, 5) and C [5, 9); D [12, 13) is a root. Thread 1: E [0, 4)
     # and F [3, 8) overlap without nesting (F is a root); G [5, 5), zero-length, is inside F,

@@ -212,8 +212,13 @@ def _open_ties(
         sub = order[at]  # ascending within each run (stable sort)
         run = np.ones(at.shape[0], dtype=np.bool_)
         run[1:] = ~tie[at[1:] - 1]
-        # (A stable sort: within a run of equal keys the positions stay ascending.)
-        order[at] = sub[np.lexsort((rank(sub), -end[sub], np.cumsum(run)))]
+        if (fast := c_paths()) is not None:  # each run on its own (most hold two or three)
+            sub = sub.astype(np.int64)  # a copy the pass writes over, as the two keys
+            keys = [np.ascontiguousarray(end[sub], dtype=np.int64), np.array(rank(sub), np.int64)]
+            fast.sort_runs(flags(run), sub, *keys)
+            order[at] = sub
+        else:  # (a stable sort: within a run of equal keys the positions stay ascending)
+            order[at] = sub[np.lexsort((rank(sub), -end[sub], np.cumsum(run)))]
     return order, end[order]
 
 

@@ -400,6 +400,88 @@ static PyObject *chain_pred(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* sort_runs(first, pos, end, rank) -> None (first uint8; pos, end, rank int64, written over)
+ *
+ * `nest`'s order within each run of opens at one (thread, start): pos holds the runs' input
+ * positions, ascending within each run (first[i] set at each run's first); each run is put
+ * in order of the longer first (end descending), then rank, then position, end and rank
+ * moved with their positions. A run of a few by insertion, a longer one by qsort (the three
+ * keys order any two positions: the same order either way). */
+typedef struct {
+    int64_t end, rank, pos;
+} tie_key;
+
+static int tie_before(const tie_key *a, const tie_key *b) {
+    if (a->end != b->end) return a->end > b->end;
+    if (a->rank != b->rank) return a->rank < b->rank;
+    return a->pos < b->pos;
+}
+
+static int tie_cmp(const void *x, const void *y) {
+    const tie_key *a = x, *b = y;
+    return tie_before(a, b) ? -1 : tie_before(b, a) ? 1 : 0;
+}
+
+#define SHORT_RUN 16
+
+static PyObject *sort_runs(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    buf bs[4] = {{0}};
+    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    static const Py_ssize_t bsize[4] = {1, 8, 8, 8};
+    if (get_all(o, bs, 4, bsize, 1) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len;
+    if (bs[1].b.len / 8 != n || bs[2].b.len / 8 != n || bs[3].b.len / 8 != n) {
+        return refuse(bs, 4, "sort_runs: arrays of mismatched lengths");
+    }
+    if (n && !((const uint8_t *)bs[0].b.buf)[0]) {
+        return refuse(bs, 4, "sort_runs: the first position begins no run");
+    }
+    const uint8_t *first = bs[0].b.buf;
+    int64_t *pos = bs[1].b.buf, *end = bs[2].b.buf, *rank = bs[3].b.buf;
+    Py_ssize_t longest = 0;
+    for (Py_ssize_t lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && !first[hi]; hi++) {
+        }
+        if (hi - lo > longest) longest = hi - lo;
+    }
+    tie_key *k = PyMem_RawMalloc(((size_t)longest + 1) * sizeof(tie_key));
+    if (!k) {
+        release(bs, 4);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && !first[hi]; hi++) {
+        }
+        Py_ssize_t m = hi - lo;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            tie_key t = {end[lo + i], rank[lo + i], pos[lo + i]};
+            if (m <= SHORT_RUN) { /* insertion: shift the later ones up */
+                Py_ssize_t j = i;
+                while (j > 0 && tie_before(&t, &k[j - 1])) {
+                    k[j] = k[j - 1];
+                    j--;
+                }
+                k[j] = t;
+            } else {
+                k[i] = t;
+            }
+        }
+        if (m > SHORT_RUN) qsort(k, (size_t)m, sizeof(tie_key), tie_cmp);
+        for (Py_ssize_t i = 0; i < m; i++) {
+            pos[lo + i] = k[i].pos;
+            end[lo + i] = k[i].end;
+            rank[lo + i] = k[i].rank;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(k);
+    release(bs, 4);
+    Py_RETURN_NONE;
+}
+#undef SHORT_RUN
+
 /* marked_ancestors(parent, mark, near_out, far_out) -> None
  *
  * parent is int64 (-1 at a root), mark uint8, the outputs int32, either of them None (not
@@ -1373,6 +1455,7 @@ static PyMethodDef methods[] = {
     {"path_edges", path_edges, METH_VARARGS, "A path's edges, parts, ops and modules."},
     {"step_owner", step_owner, METH_VARARGS, "The step of each event of a graph."},
     {"chain_pred", chain_pred, METH_VARARGS, "Previous node of each node's chain."},
+    {"sort_runs", sort_runs, METH_VARARGS, "nest's order within runs of equal starts."},
     {"sub_forest", sub_forest, METH_VARARGS, "A subset of a forest, nested, and whether it nests."},
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},
     {"event_keys", event_keys, METH_VARARGS, "nest's sort keys of the opens and the closes."},

@@ -36,6 +36,7 @@ after a finding's fix given as shrunk edges (`GraphChange`).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -373,6 +374,23 @@ def _host_step_spans(trace: Trace, step_names: list[str]) -> tuple[I64, I64] | N
     """
     if not step_names:
         return None
+    # Asked twice per path (its graph's window, its steps' lengths), each a pass over the
+    # trace's millions of rows: found once per trace and step names.
+    found = _STEP_SPANS.setdefault(trace, {})
+    key = tuple(step_names)
+    if key not in found:
+        found[key] = _find_host_step_spans(trace, step_names)
+    return found[key]
+
+
+# Per trace (held no longer than it), the host spans of each list of step names asked for.
+_STEP_SPANS: weakref.WeakKeyDictionary[Trace, dict[tuple[str, ...], tuple[I64, I64] | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _find_host_step_spans(trace: Trace, step_names: list[str]) -> tuple[I64, I64] | None:
+    """`_host_step_spans`, found from the trace's rows."""
     names = set(step_names)
     # The rows with those names first (a few among millions), then their kind and device.
     rows = np.flatnonzero(trace.name_mask(lambda n: n in names)[trace.name_id])
@@ -386,7 +404,9 @@ def _host_step_spans(trace: Trace, step_names: list[str]) -> tuple[I64, I64] | N
         return None
     picked = np.asarray([first[name] for name in step_names], dtype=np.int64)
     start = trace.ts_ns[picked]
-    return start, start + trace.dur_ns[picked]
+    end = start + trace.dur_ns[picked]
+    start.flags.writeable = end.flags.writeable = False  # shared by every caller
+    return start, end
 
 
 def critical_path(
