@@ -187,6 +187,43 @@ def test_c_nest_orders_long_runs_of_equal_starts_as_numpy(monkeypatch: pytest.Mo
 
 
 @pytest.mark.skipif(_nesting.c_paths() is None, reason="the C helpers are not built")
+@pytest.mark.parametrize("overlapping", [False, True])
+def test_c_nest_holds_the_closes_or_sorts_them_past_its_budget(
+    monkeypatch: pytest.MonkeyPatch, overlapping: bool
+) -> None:
+    # The C pass holds the open nodes' closes in order; thousands of long intervals each
+    # ending after the ones still open (a staircase, no nesting) pass its budget of moves,
+    # and the closes are sorted instead: the same order and parents as numpy either way.
+    real = _nesting._paths
+    sorted_closes: list[int] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def nest_parents(self, *args: object) -> bool:
+            sorted_closes.append(1)
+            return bool(real.nest_parents(*args))
+
+    monkeypatch.setattr(_nesting, "_paths", Spy())
+    n = 3000
+    g = np.zeros(n, dtype=np.int64)
+    if overlapping:  # [i, i + n): each overlaps the n - 1 after it
+        start = np.arange(n, dtype=np.int64)
+        end = start + n
+    else:  # nested: [i, 2n - i)
+        start = np.arange(n, dtype=np.int64)
+        end = 2 * n - start
+    kind = np.zeros(n, dtype=np.int64)
+    fast, slow = _both(monkeypatch, g, start, end, _ranked(kind))
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert sorted_closes == ([1] if overlapping else [])
+    expected = np.full(n, NO_ID) if overlapping else np.arange(-1, n - 1)
+    np.testing.assert_array_equal(fast[1], expected)
+
+
+@pytest.mark.skipif(_nesting.c_paths() is None, reason="the C helpers are not built")
 def test_c_nest_known_forest(monkeypatch: pytest.MonkeyPatch) -> None:
     # Thread 0: A [0, 10) holds B [2, 5) and C [5, 9); D [12, 13) is a root. Thread 1: E [0, 4)
     # and F [3, 8) overlap without nesting (F is a root); G [5, 5), zero-length, is inside F,

@@ -106,22 +106,29 @@ def nest(
     if (end < start).any():
         raise ValueError("nest: an interval ends before it starts")
     if (fast := c_paths()) is not None:
-        # The opens' keys sorted on their own (by (g, start), ties in input order) and the
-        # closes' keys sorted: a sort of n and one of n values, not one of 2n with its
-        # index; one pass in C then counts the closes before each open and finds the parents.
-        open_keys, close_keys = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        # The opens' keys sorted (by (g, start), ties in input order): a sort of n values,
+        # not one of 2n with its index. One pass in C then holds the closes of the nodes
+        # still open, in order, and finds each node's depth and parent from them.
+        open_keys = np.empty(n, dtype=np.int64)
         kg, ks, ke, g_lo, width, lo = _key_frame(g, start, end)
-        fast.event_keys(*packed(kg, ks, ke), g_lo, width, lo, open_keys, close_keys)
-        del kg, ks, ke
+        framed = kg is g and ks is start and ke is end  # the keys of the values as they are
+        fast.event_keys(*packed(kg, ks, ke), g_lo, width, lo, open_keys, None)
         order = np.argsort(open_keys, kind="stable")
         open_keys = open_keys[order]
-        # Timsort: the closes come nearly in order (a thread's ends rise with its starts),
-        # where it is many times faster than the default sort (which does not notice order).
-        close_keys.sort(kind="stable")
         g, start = g[order], start[order]
         order, end = _open_ties(order, g, start, end, rank)
         parent = np.empty(n, dtype=np.int64)
-        if not fast.nest_parents(open_keys, close_keys, *packed(g, start, end), parent):
+        nodes = packed(g, start, end)
+        frame = nodes if framed else packed(kg[order], ks[order], ke[order])
+        found = fast.nest_stack(open_keys, *frame, *nodes, g_lo, width, lo, parent)
+        if found < 0:  # many long overlaps: the closes' keys sorted instead
+            close_keys = np.empty(n, dtype=np.int64)
+            fast.event_keys(*frame, g_lo, width, lo, np.empty_like(close_keys), close_keys)
+            # Timsort: the closes come nearly in order (a thread's ends rise with its
+            # starts), where it is many times faster than the default sort.
+            close_keys.sort(kind="stable")
+            found = fast.nest_parents(open_keys, close_keys, *nodes, parent)
+        if not found:
             raise ValueError("nest: a close before its own open (an end before its start)")
         return order, parent, g, start, end
     keys = _event_keys(g, start, end)

@@ -592,6 +592,89 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
     return PyBool_FromLong(nested);
 }
 
+/* nest_stack(open_keys, kg, ks, ke, g, start, end, g_lo, width, lo, parent_out) -> int
+ *
+ * `nest_parents` without the closes' keys sorted: every array int64, the nodes in open order
+ * (open_keys ascending, as `event_keys` makes them from kg, ks and ke: the keys' frame of g,
+ * start and end), each close's key made here as `event_keys` makes it. The closes of the
+ * nodes still open (those whose keys do not sort before the next open's) are held in order,
+ * the earliest on top: before each open those that sort before it go, and the depth is the
+ * rest plus one, the same count `nest_parents` makes of all the closes sorted. A close joins
+ * on top where its node ends within the one opened around it (nested); below, where it ends
+ * later, the later ones moved up. Returns 1 (parent_out set, repaired as `nest_parents`
+ * does), 0 where a close sorts before its own open (an end before its start), -1 where the
+ * moves pass a budget of a few per node (many long overlapping intervals: the caller sorts
+ * the closes instead); parent_out is not to be trusted then. */
+static PyObject *nest_stack(PyObject *self, PyObject *args) {
+    PyObject *o[8];
+    buf bs[8] = {{0}};
+    long long g_lo, width, lo;
+    if (!PyArg_ParseTuple(args, "OOOOOOOLLLO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &g_lo, &width, &lo, &o[7]))
+        return NULL;
+    static const Py_ssize_t bsize[8] = {8, 8, 8, 8, 8, 8, 8, 8};
+    if (get_all(o, bs, 8, bsize, 7) < 0) return NULL;
+    Py_ssize_t n = bs[0].b.len / 8;
+    for (int i = 1; i < 8; i++) {
+        if (bs[i].b.len / 8 != n) {
+            return refuse(bs, 8, "nest_stack: arrays of mismatched lengths");
+        }
+    }
+    const int64_t *okey = bs[0].b.buf, *kg = bs[1].b.buf, *ks = bs[2].b.buf,
+                  *ke = bs[3].b.buf, *g = bs[4].b.buf, *start = bs[5].b.buf,
+                  *end = bs[6].b.buf;
+    int64_t *parent = bs[7].b.buf;
+    /* last[d]: the last node so far at depth d (1 <= d <= n); open: the closes held. */
+    int64_t *last = PyMem_RawMalloc(((size_t)n + 2) * sizeof(int64_t));
+    int64_t *open = PyMem_RawMalloc(((size_t)n + 1) * sizeof(int64_t));
+    if (!last || !open) {
+        PyMem_RawFree(last);
+        PyMem_RawFree(open);
+        release(bs, 8);
+        return PyErr_NoMemory();
+    }
+    int status = 1;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t held = 0;
+    int64_t budget = 4 * (int64_t)n + 4096; /* moves of held closes allowed in all */
+    for (Py_ssize_t i = 0; i < n && status == 1; i++) {
+        while (held > 0 && open[held - 1] < okey[i]) held--;
+        int64_t d = (int64_t)held + 1;
+        parent[i] = d >= 2 ? last[d - 1] : -1;
+        last[d] = i;
+        int64_t base = (kg[i] - (int64_t)g_lo) * (int64_t)width - (int64_t)lo;
+        int64_t close = (base + ke[i]) * 3 + (ke[i] <= ks[i] ? 2 : 0);
+        if (close < okey[i]) {
+            status = 0;
+            break;
+        }
+        Py_ssize_t j = held;
+        while (j > 0 && open[j - 1] < close) {
+            open[j] = open[j - 1];
+            j--;
+            if (--budget < 0) {
+                status = -1;
+                break;
+            }
+        }
+        open[j] = close;
+        held++;
+    }
+    for (Py_ssize_t i = status == 1 ? n - 1 : -1; i >= 0; i--) {
+        int64_t p = parent[i];
+        if (p < 0 || end[i] <= end[p]) continue;
+        int64_t c = i - 1;
+        while (c >= 0 && !(g[c] == g[i] && start[c] <= start[i] && end[i] <= end[c]))
+            c = parent[c];
+        parent[i] = c;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(last);
+    PyMem_RawFree(open);
+    release(bs, 8);
+    return PyLong_FromLong(status);
+}
+
 /* The first index in [lo, hi) (hi > lo) whose value in the ascending v is past t (after it
  * with `upper`, else at or after it), hi where none is: searched out from `hint`, by steps
  * that double, then halved. Near the hint (the last answer on that chain, for queries that
@@ -1174,7 +1257,8 @@ static PyObject *span_cover(PyObject *self, PyObject *args) {
  * badput.analysis._nesting._event_keys in one pass, the opens' keys and the closes' apart:
  * ((g - g_lo) * width + t - lo) * 3 + class, class 1 for an open (t its start), 0 for the
  * close of an interval with a length and 2 for that of one without (t its end). Every
- * argument int64; the caller has checked that the keys fit. */
+ * argument int64 (close_out None: the opens' alone); the caller has checked that the keys
+ * fit. */
 static PyObject *event_keys(PyObject *self, PyObject *args) {
     PyObject *o[5];
     buf bs[5] = {{0}};
@@ -1183,23 +1267,25 @@ static PyObject *event_keys(PyObject *self, PyObject *args) {
                           &o[4]))
         return NULL;
     static const Py_ssize_t bsize[5] = {8, 8, 8, 8, 8};
-    if (get_all(o, bs, 5, bsize, 3) < 0) return NULL;
+    /* close_out None: the opens' keys alone */
+    const int n_bufs = o[4] == Py_None ? 4 : 5;
+    if (get_all(o, bs, n_bufs, bsize, 3) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 8;
-    for (int i = 1; i < 5; i++) {
+    for (int i = 1; i < n_bufs; i++) {
         if (bs[i].b.len / 8 != n) {
-            return refuse(bs, 5, "event_keys: arrays of mismatched lengths");
+            return refuse(bs, n_bufs, "event_keys: arrays of mismatched lengths");
         }
     }
     const int64_t *g = bs[0].b.buf, *start = bs[1].b.buf, *end = bs[2].b.buf;
-    int64_t *open_key = bs[3].b.buf, *close_key = bs[4].b.buf;
+    int64_t *open_key = bs[3].b.buf, *close_key = n_bufs == 5 ? bs[4].b.buf : NULL;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t base = (g[i] - (int64_t)g_lo) * (int64_t)width - (int64_t)lo;
         open_key[i] = (base + start[i]) * 3 + 1;
-        close_key[i] = (base + end[i]) * 3 + (end[i] <= start[i] ? 2 : 0);
+        if (close_key) close_key[i] = (base + end[i]) * 3 + (end[i] <= start[i] ? 2 : 0);
     }
     Py_END_ALLOW_THREADS
-    release(bs, 5);
+    release(bs, n_bufs);
     Py_RETURN_NONE;
 }
 
@@ -1460,6 +1546,7 @@ static PyMethodDef methods[] = {
     {"marked_ancestors", marked_ancestors, METH_VARARGS, "Nearest and farthest marked ancestor."},
     {"event_keys", event_keys, METH_VARARGS, "nest's sort keys of the opens and the closes."},
     {"nest_parents", nest_parents, METH_VARARGS, "Each node's parent in nest's open order."},
+    {"nest_stack", nest_stack, METH_VARARGS, "nest_parents, the closes held, not sorted."},
     {"span_union", span_union, METH_VARARGS, "The union of spans, in one pass."},
     {"last_at_or_before", last_at_or_before, METH_VARARGS, "Latest entry of a key at a time."},
     {"overlaps", overlaps, METH_VARARGS, "The intersection of two canonical interval sets."},
