@@ -644,7 +644,9 @@ def build_graph(
     # Nodes: event e has start node e and end node E + e before sorting.
     n_ev = n_host + n_gpu
     ev_row = np.concatenate([host, g_row])
+    host = ev_row[:n_host]  # the same rows: one array of millions held, not two
     ev_chain = np.concatenate([h_thread, n_threads + s_dense])
+    del h_thread
     # Millions of nodes: node-sized arrays are int32 where they index (nodes, events, rows,
     # chains) and temporaries go as soon as they are used (issue 19's memory budget).
     t = np.concatenate([h_start, g_start, h_end, g_end])
@@ -734,7 +736,7 @@ def build_graph(
     calls = host[call_events]  # the runtime and driver calls (their events: `call_events`)
     g_key = np.where(has_launch, launch_ts, g_start)  # when each activity was queued
     g_thread = np.full(n_gpu, NO_ID, dtype=np.int64)
-    g_thread[has_launch] = h_thread[launch_ev[has_launch]]
+    g_thread[has_launch] = event_chain[launch_ev[has_launch]]  # a host event's chain: its thread
 
     def last_queued(streams: I64, at_ns: I64) -> I64:
         """GPU event of the last activity on each stream queued at or before `at_ns`."""
@@ -826,7 +828,7 @@ def build_graph(
         if need_stream.any() and n_gpu:
             rr = rec_row[need_stream]
             rt = ev_of_row[rr]
-            rthread = np.where(rt >= 0, h_thread[np.maximum(rt, 0)], NO_ID)
+            rthread = np.where(rt >= 0, event_chain[np.maximum(rt, 0)].astype(np.int64), NO_ID)
             last = _last_at_or_before(g_thread, g_key, rthread, ts[rr])
             rec_stream[need_stream] = np.where(
                 last >= 0, s_ids[s_dense[np.maximum(last, 0)]], NO_ID
@@ -844,7 +846,9 @@ def build_graph(
         else:
             # The next activity the waiting thread queues on the waiting stream.
             wstream = stream_of(trace.stream[rows])
-            cthread = np.where(call_ev >= 0, h_thread[np.maximum(call_ev, 0)], NO_ID)
+            cthread = np.where(
+                call_ev >= 0, event_chain[np.maximum(call_ev, 0)].astype(np.int64), NO_ID
+            )
             key_a = dense_pairs(
                 np.concatenate([g_thread, cthread]), np.concatenate([s_dense, wstream])
             )
