@@ -434,3 +434,70 @@ def test_metadata_of_an_op_above_the_launch(tmp_path: Path) -> None:
     classes = classify_kernels(trace, launch_tree(trace))
     assert (meta_index(trace, classes.row) == NO_ID).all()  # not by the kernel or its id
     assert meta.in_nelems[classes.meta].tolist() == [1_000, 3_000]
+
+
+def test_exposed_communication_kinds_tally_each_kinds_evidence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Per kind: its time, count and the evidence that decided most of its kernels' time (by
+    # the evidence's words: two class entries may share them), as kernel by kernel.
+    from types import SimpleNamespace
+
+    from badput.analysis.comm import COLLECTIVE_TYPES
+    from badput.diagnose import comm as diagnose_comm
+
+    rng = np.random.default_rng(5)
+    n = 400
+    code = rng.integers(0, 3, n).astype(np.int8)
+    start = rng.integers(0, 10**6, n).astype(np.int64)
+    end = start + rng.integers(0, 5, n) * 1000  # some of no length
+    source = np.array([0, 1, 1, 2, 1], dtype=np.int8)
+    detail = np.array([0, 1, 2, 1, 1], dtype=np.int64)  # entries 1 and 4: the same words
+    entry = rng.integers(0, 5, n)
+    words = ["name", "launching op", "stream"]
+
+    classes = SimpleNamespace(
+        source=source,
+        detail=detail,
+        index_of=lambda rows: entry[rows],
+        evidence=lambda i: f"{words[int(source[i])]}: {['a', 'b', 'c'][int(detail[i])]}",
+    )
+    c = SimpleNamespace(
+        row=np.arange(n),
+        type_code=code,
+        start_ns=start,
+        end_ns=end,
+        exposed_ns=end - start,
+        inside_ns=2 * (end - start),
+        group_size=rng.integers(-1, 3, n).astype(np.int64) * 4,
+    )
+    monkeypatch.setattr(diagnose_comm, "collectives", lambda t, a: _Sized(c, n))
+    ctx = SimpleNamespace(
+        trace=None,
+        analysis=SimpleNamespace(world_size=8),
+        timeline=SimpleNamespace(classes=classes),
+    )
+    got = {
+        k.kind: (k.exposed_ns, k.total_ns, k.count, k.evidence) for k in diagnose_comm._by_kind(ctx)
+    }  # type: ignore[arg-type]
+    expected = {}
+    for k in sorted(set(code.tolist())):
+        mine = np.flatnonzero(code == k)
+        counts: Counter[str] = Counter()
+        for i in mine.tolist():
+            counts[classes.evidence(int(entry[i]))] += int(end[i] - start[i])
+        ev = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        total = int((end - start)[mine].sum())
+        expected[COLLECTIVE_TYPES[k]] = (total, 2 * total, mine.shape[0], ev)
+    assert got == expected
+
+
+class _Sized:
+    """A fake `Collectives`: its arrays and a length."""
+
+    def __init__(self, c: object, n: int) -> None:
+        self.__dict__.update(vars(c))
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from badput.analysis.comm import collectives
+from badput.analysis.comm import COLLECTIVE_TYPES, collectives
 from badput.analysis.critical_path import GraphChange
 from badput.analysis.patterns import CATEGORIES
 from badput.analysis.workload import Workload, workload_of
@@ -280,29 +280,34 @@ def _by_kind(ctx: DeviceContext) -> list[_Kind]:
     if len(c) == 0:
         return []
     classes = ctx.timeline.classes
-    evidence_of: list[str]
+    # Each kernel's evidence as an index into the distinct ones (tens of thousands of
+    # kernels, a few kinds of evidence: each in words once, from one kernel that has it).
     if classes is not None:
         entry = classes.index_of(c.row)
-        evidence_of = [classes.evidence(int(i)) for i in entry.tolist()]
+        detail = classes.detail[entry].astype(np.int64)
+        pair = classes.source[entry].astype(np.int64) * (int(detail.max()) + 1) + detail
+        _, first, evidence_at = np.unique(pair, return_index=True, return_inverse=True)
+        evidence = [classes.evidence(int(entry[i])) for i in first.tolist()]
     else:
-        evidence_of = ["name" for _ in range(len(c))]
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, kind in enumerate(c.types):
-        groups[kind].append(i)
+        evidence_at, evidence = np.zeros(len(c), dtype=np.intp), ["name"]
+    length = c.end_ns - c.start_ns
     out: list[_Kind] = []
-    for kind, idx in groups.items():
-        ix = np.array(idx, dtype=np.int64)
+    for code in sorted(set(c.type_code.tolist())):
+        ix = np.flatnonzero(c.type_code == code)
+        # Time per evidence (the words, which entries may share), among its kernels' own.
+        per_entry = np.zeros(len(evidence), dtype=np.int64)
+        np.add.at(per_entry, evidence_at[ix], length[ix])
         counts: dict[str, int] = defaultdict(int)
-        for i in idx:
-            counts[evidence_of[i]] += int(c.end_ns[i] - c.start_ns[i])
+        for e in sorted(set(evidence_at[ix].tolist())):
+            counts[evidence[e]] += int(per_entry[e])
         ev = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]
         sizes = sorted({int(g) for g in c.group_size[ix].tolist() if g >= 0})
         out.append(
             _Kind(
-                kind=kind,
+                kind=COLLECTIVE_TYPES[code],
                 exposed_ns=int(c.exposed_ns[ix].sum()),
                 total_ns=int(c.inside_ns[ix].sum()),
-                count=len(idx),
+                count=int(ix.shape[0]),
                 evidence=ev,
                 group_sizes=_groups(sizes, ctx.analysis.world_size),
             )
