@@ -531,6 +531,29 @@ static PyObject *marked_ancestors(PyObject *self, PyObject *args) {
     return finish(bs, n_bufs, bad);
 }
 
+/* Whether each of the n_bufs buffers holds n items of 8 bytes. */
+static int all_of_length(const buf *bs, int n_bufs, Py_ssize_t n) {
+    for (int i = 0; i < n_bufs; i++)
+        if (bs[i].b.len / 8 != n) return 0;
+    return 1;
+}
+
+/* `nest`'s repair of the parents found by depth (the nodes in open order): a node its depth
+ * parent does not contain gets the first node up from the one opened just before it that
+ * does (-1: none). From the last node to the first, so that the climb reads the parents of
+ * the nodes before the one repaired as the depths left them. */
+static void repair_parents(Py_ssize_t n, const int64_t *g, const int64_t *start,
+                           const int64_t *end, int64_t *parent) {
+    for (Py_ssize_t i = n - 1; i >= 0; i--) {
+        int64_t p = parent[i];
+        if (p < 0 || end[i] <= end[p]) continue;
+        int64_t c = i - 1;
+        while (c >= 0 && !(g[c] == g[i] && start[c] <= start[i] && end[i] <= end[c]))
+            c = parent[c];
+        parent[i] = c;
+    }
+}
+
 /* nest_parents(open_keys, close_keys, g, start, end, parent_out) -> bool
  *
  * The parents `nest` (badput.analysis._nesting) finds, after its sort: every argument int64.
@@ -551,11 +574,8 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
     static const Py_ssize_t bsize[6] = {8, 8, 8, 8, 8, 8};
     if (get_all(o, bs, 6, bsize, 5) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 8;
-    for (int i = 1; i < 6; i++) {
-        if (bs[i].b.len / 8 != n) {
-            return refuse(bs, 6, "nest_parents: arrays of mismatched lengths");
-        }
-    }
+    if (!all_of_length(bs, 6, n))
+        return refuse(bs, 6, "nest_parents: arrays of mismatched lengths");
     const int64_t *okey = bs[0].b.buf, *ckey = bs[1].b.buf, *g = bs[2].b.buf,
                   *start = bs[3].b.buf, *end = bs[4].b.buf;
     int64_t *parent = bs[5].b.buf;
@@ -578,14 +598,7 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
         parent[i] = d >= 2 ? last[d - 1] : -1;
         last[d] = i;
     }
-    for (Py_ssize_t i = nested ? n - 1 : -1; i >= 0; i--) {
-        int64_t p = parent[i];
-        if (p < 0 || end[i] <= end[p]) continue;
-        int64_t c = i - 1;
-        while (c >= 0 && !(g[c] == g[i] && start[c] <= start[i] && end[i] <= end[c]))
-            c = parent[c];
-        parent[i] = c;
-    }
+    if (nested) repair_parents(n, g, start, end, parent);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(last);
     release(bs, 6);
@@ -615,11 +628,8 @@ static PyObject *nest_stack(PyObject *self, PyObject *args) {
     static const Py_ssize_t bsize[8] = {8, 8, 8, 8, 8, 8, 8, 8};
     if (get_all(o, bs, 8, bsize, 7) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len / 8;
-    for (int i = 1; i < 8; i++) {
-        if (bs[i].b.len / 8 != n) {
-            return refuse(bs, 8, "nest_stack: arrays of mismatched lengths");
-        }
-    }
+    if (!all_of_length(bs, 8, n))
+        return refuse(bs, 8, "nest_stack: arrays of mismatched lengths");
     const int64_t *okey = bs[0].b.buf, *kg = bs[1].b.buf, *ks = bs[2].b.buf,
                   *ke = bs[3].b.buf, *g = bs[4].b.buf, *start = bs[5].b.buf,
                   *end = bs[6].b.buf;
@@ -660,14 +670,7 @@ static PyObject *nest_stack(PyObject *self, PyObject *args) {
         open[j] = close;
         held++;
     }
-    for (Py_ssize_t i = status == 1 ? n - 1 : -1; i >= 0; i--) {
-        int64_t p = parent[i];
-        if (p < 0 || end[i] <= end[p]) continue;
-        int64_t c = i - 1;
-        while (c >= 0 && !(g[c] == g[i] && start[c] <= start[i] && end[i] <= end[c]))
-            c = parent[c];
-        parent[i] = c;
-    }
+    if (status == 1) repair_parents(n, g, start, end, parent);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(last);
     PyMem_RawFree(open);
