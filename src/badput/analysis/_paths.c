@@ -79,6 +79,27 @@ static int get_all(PyObject **o, buf *bs, int n, const Py_ssize_t *size, int fir
     return 0;
 }
 
+/* Whether each of the n_bufs buffers holds n items of 8 bytes. */
+static int all_of_length(const buf *bs, int n_bufs, Py_ssize_t n) {
+    for (int i = 0; i < n_bufs; i++)
+        if (bs[i].b.len / 8 != n) return 0;
+    return 1;
+}
+
+/* Buffers of o[0], ..., o[n_bufs - 1] (n_bufs <= 8), int64 columns of one length, the last
+ * (the output) writable: that length, or -1 with every buffer released and an error set
+ * (ValueError(mismatched) where the lengths differ). */
+static Py_ssize_t int64_columns(PyObject **o, buf *bs, int n_bufs, const char *mismatched) {
+    static const Py_ssize_t eight[8] = {8, 8, 8, 8, 8, 8, 8, 8};
+    if (get_all(o, bs, n_bufs, eight, n_bufs - 1) < 0) return -1;
+    Py_ssize_t n = bs[0].b.len / 8;
+    if (!all_of_length(bs, n_bufs, n)) {
+        refuse(bs, n_bufs, mismatched);
+        return -1;
+    }
+    return n;
+}
+
 /* The graph one longest-path pass reads. Edges count where their mask says so, or, with
  * `owner` (per event, int32, of the node's event `event`), where both ends' events have one
  * owner, not -1 (and a chain edge has a type, not NO_EDGE_TYPE): then `owner_max[o]` takes
@@ -431,9 +452,8 @@ static PyObject *sort_runs(PyObject *self, PyObject *args) {
     static const Py_ssize_t bsize[4] = {1, 8, 8, 8};
     if (get_all(o, bs, 4, bsize, 1) < 0) return NULL;
     Py_ssize_t n = bs[0].b.len;
-    if (bs[1].b.len / 8 != n || bs[2].b.len / 8 != n || bs[3].b.len / 8 != n) {
+    if (!all_of_length(bs + 1, 3, n))
         return refuse(bs, 4, "sort_runs: arrays of mismatched lengths");
-    }
     if (n && !((const uint8_t *)bs[0].b.buf)[0]) {
         return refuse(bs, 4, "sort_runs: the first position begins no run");
     }
@@ -531,13 +551,6 @@ static PyObject *marked_ancestors(PyObject *self, PyObject *args) {
     return finish(bs, n_bufs, bad);
 }
 
-/* Whether each of the n_bufs buffers holds n items of 8 bytes. */
-static int all_of_length(const buf *bs, int n_bufs, Py_ssize_t n) {
-    for (int i = 0; i < n_bufs; i++)
-        if (bs[i].b.len / 8 != n) return 0;
-    return 1;
-}
-
 /* `nest`'s repair of the parents found by depth (the nodes in open order): a node its depth
  * parent does not contain gets the first node up from the one opened just before it that
  * does (-1: none). From the last node to the first, so that the climb reads the parents of
@@ -571,11 +584,8 @@ static PyObject *nest_parents(PyObject *self, PyObject *args) {
     buf bs[6] = {{0}};
     if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
         return NULL;
-    static const Py_ssize_t bsize[6] = {8, 8, 8, 8, 8, 8};
-    if (get_all(o, bs, 6, bsize, 5) < 0) return NULL;
-    Py_ssize_t n = bs[0].b.len / 8;
-    if (!all_of_length(bs, 6, n))
-        return refuse(bs, 6, "nest_parents: arrays of mismatched lengths");
+    Py_ssize_t n = int64_columns(o, bs, 6, "nest_parents: arrays of mismatched lengths");
+    if (n < 0) return NULL;
     const int64_t *okey = bs[0].b.buf, *ckey = bs[1].b.buf, *g = bs[2].b.buf,
                   *start = bs[3].b.buf, *end = bs[4].b.buf;
     int64_t *parent = bs[5].b.buf;
@@ -625,11 +635,8 @@ static PyObject *nest_stack(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOOOLLLO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
                           &o[6], &g_lo, &width, &lo, &o[7]))
         return NULL;
-    static const Py_ssize_t bsize[8] = {8, 8, 8, 8, 8, 8, 8, 8};
-    if (get_all(o, bs, 8, bsize, 7) < 0) return NULL;
-    Py_ssize_t n = bs[0].b.len / 8;
-    if (!all_of_length(bs, 8, n))
-        return refuse(bs, 8, "nest_stack: arrays of mismatched lengths");
+    Py_ssize_t n = int64_columns(o, bs, 8, "nest_stack: arrays of mismatched lengths");
+    if (n < 0) return NULL;
     const int64_t *okey = bs[0].b.buf, *kg = bs[1].b.buf, *ks = bs[2].b.buf,
                   *ke = bs[3].b.buf, *g = bs[4].b.buf, *start = bs[5].b.buf,
                   *end = bs[6].b.buf;

@@ -403,8 +403,7 @@ def _find_host_step_spans(trace: Trace, step_names: list[str]) -> tuple[I64, I64
     if len(first) != len(names):
         return None
     picked = np.asarray([first[name] for name in step_names], dtype=np.int64)
-    start = trace.ts_ns[picked]
-    end = start + trace.dur_ns[picked]
+    start, end = trace.spans_of(picked)
     start.flags.writeable = end.flags.writeable = False  # shared by every caller
     return start, end
 
