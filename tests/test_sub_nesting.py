@@ -109,6 +109,11 @@ def test_sub_nesting_refuses_nodes_out_of_nest_order(both_ways: str) -> None:
     start, end = np.array([10, 0], dtype=np.int64), np.array([20, 5], dtype=np.int64)
     assert sub_nesting(parent, keep, g, start, end) is None
     assert sub_nesting(parent, keep, g, start[::-1].copy(), end[::-1].copy()) is not None
+    # Threads in descending order, and at one start the shorter first: refused too.
+    assert sub_nesting(parent, keep, np.array([1, 0]), end[::-1].copy(), end + 30) is None
+    tie = np.array([0, 0], dtype=np.int64)
+    assert sub_nesting(parent, keep, g, tie, np.array([5, 9], dtype=np.int64)) is None
+    assert sub_nesting(parent, keep, np.array([0, 1]), tie, np.array([5, 9])) is not None
 
 
 def test_order_by_is_the_two_key_lexsort() -> None:

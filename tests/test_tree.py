@@ -559,3 +559,45 @@ def test_exact_ties_nest_by_external_id_not_file_order(tmp_path: Path, seed: int
     tree = launch_tree(trace)
     assert _name(trace, int(tree.inner_op[0])) == "aten::nonzero"
     assert _name(trace, int(tree.outer_op[0])) == "aten::mm"
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz",  # two threads of one pid
+        "tracelens-h100/gaunernst_bert-small-uncased__1016001.json.gz",  # two pids
+    ],
+)
+def test_the_tree_holds_its_nodes_kinds_names_and_threads(rel: str) -> None:
+    from badput.analysis._nesting import dense_pairs
+    from badput.analysis.tree import node_kinds_names
+
+    trace = load_trace(str(_shared(rel)))
+    tree = launch_tree(trace)
+    rows = tree.host_row
+    assert rows.shape[0] > 1000 and tree.host_thread_start.shape[0] == 3
+    kind, name = node_kinds_names(trace, tree)
+    assert np.array_equal(kind, trace.kind[rows]) and np.array_equal(name, trace.name_id[rows])
+    n_threads = np.unique(dense_pairs(trace.pid[rows], trace.tid[rows])).shape[0]
+    assert tree.host_thread_start.shape[0] == n_threads + 1
+    rng = np.random.default_rng(3)
+    subsets = [np.ones(rows.shape[0], dtype=np.bool_), np.zeros(rows.shape[0], dtype=np.bool_)]
+    subsets += [rng.random(rows.shape[0]) < p for p in (0.001, 0.3, 0.9)]
+    # And a subset that leaves out a whole thread (the dense ids close the gap).
+    first = np.ones(rows.shape[0], dtype=np.bool_)
+    first[: int(tree.host_thread_start[1])] = False
+    subsets.append(first)
+    for keep in subsets:
+        want = dense_pairs(trace.pid[rows[keep]], trace.tid[rows[keep]])
+        got = tree.host_threads(keep)
+        assert got is not None and np.array_equal(got, want)
+    # A tree made without them (an older caller's) gathers, and says it holds no threads.
+    bare = dataclasses.replace(
+        tree,
+        host_kind=np.zeros(0, np.int8),
+        host_name=np.zeros(0, np.int32),
+        host_thread_start=np.zeros(1, np.int64),
+    )
+    kind, name = node_kinds_names(trace, bare)
+    assert np.array_equal(kind, trace.kind[rows]) and np.array_equal(name, trace.name_id[rows])
+    assert bare.host_threads(subsets[0]) is None

@@ -393,7 +393,7 @@ class _HostSpans:
             keep = is_span[tree.host_row]
             if int(keep.sum()) == spans.shape[0]:  # the tree holds every one of them
                 rows = tree.host_row[keep]
-                key = dense_pairs(trace.pid[rows], trace.tid[rows])
+                key = _threads_of(trace, tree, keep, rows)
                 start = trace.ts_ns[rows]
                 end = start + trace.dur_ns[rows]
                 found = sub_nesting(tree.host_parent, keep, key, start, end)
@@ -522,6 +522,12 @@ def _by_correlation(trace: Trace, rows: I64, wanted: I64) -> I64:
     return out
 
 
+def _threads_of(trace: Trace, tree: LaunchTree, keep: Bools, rows: I64) -> I64:
+    """Dense thread ids of the tree's nodes `keep` selects (Trace rows `rows`), in order."""
+    found = tree.host_threads(keep)
+    return found if found is not None else dense_pairs(trace.pid[rows], trace.tid[rows])
+
+
 def _host_nesting(
     trace: Trace, tree: LaunchTree, is_host: npt.NDArray[np.bool_], host: I64
 ) -> tuple[I64, I64, I64, I64, I64, I64]:
@@ -540,7 +546,7 @@ def _host_nesting(
         keep = is_host[nodes]
         if int(keep.sum()) == host.shape[0]:  # the tree holds every one of them
             rows = nodes[keep]
-            g = dense_pairs(trace.pid[rows], trace.tid[rows])
+            g = _threads_of(trace, tree, keep, rows)
             start = ts[rows]
             end = start + dur[rows]
             found = sub_nesting(tree.host_parent, keep, g, start, end)

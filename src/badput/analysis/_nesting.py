@@ -309,13 +309,7 @@ def sub_nesting(
     a root) and its depth; None where the kept nodes overlap without nesting, whose repair
     `nest` must decide, or are not in `nest`'s order (thread, start, the longer first).
     """
-    if g.shape[0] > 1:  # in `nest`'s order: by thread, then start, the longer first
-        same_g = g[1:] == g[:-1]
-        later = start[1:] > start[:-1]
-        later |= (start[1:] == start[:-1]) & (end[1:] <= end[:-1])
-        if not ((g[1:] > g[:-1]) | (same_g & later)).all():
-            return None
-    if (fast := c_paths()) is not None:
+    if (fast := c_paths()) is not None:  # which checks the order too
         k = g.shape[0]
         sub_parent, depth = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
         if not fast.sub_forest(
@@ -323,6 +317,12 @@ def sub_nesting(
         ):
             return None
         return np.flatnonzero(keep).astype(np.int64, copy=False), sub_parent, depth
+    if g.shape[0] > 1:  # in `nest`'s order: by thread, then start, the longer first
+        same_g = g[1:] == g[:-1]
+        later = start[1:] > start[:-1]
+        later |= (start[1:] == start[:-1]) & (end[1:] <= end[:-1])
+        if not ((g[1:] > g[:-1]) | (same_g & later)).all():
+            return None
     kept = np.flatnonzero(keep)
     # Nearest kept ancestor of every node: jump over the nodes not kept (pointer doubling;
     # between a node and its pointer lie only nodes not kept).

@@ -311,8 +311,9 @@ static PyObject *backtrack(PyObject *self, PyObject *args) {
  * order where each parent comes before its children) and keep (uint8, n) select k nodes;
  * g, start, end (int64, k) are the kept nodes' thread keys and times. parent_out[j]: the kept
  * index of the nearest kept ancestor of kept node j (-1 at a root); depth_out[j]: its number
- * of kept ancestors. Returns False where the kept nodes are not laid out as a depth-first
- * walk in which each node's elder sibling ends by its start (they overlap without nesting). */
+ * of kept ancestors. Returns False where the kept nodes are not in nesting's order (by g,
+ * then start, the longer first), or not laid out as a depth-first walk in which each node's
+ * elder sibling ends by its start (they overlap without nesting). */
 static PyObject *sub_forest(PyObject *self, PyObject *args) {
     PyObject *o[7];
     buf bs[7] = {{0}};
@@ -359,10 +360,19 @@ static PyObject *sub_forest(PyObject *self, PyObject *args) {
         }
     }
     if (!bad && j != k) bad = "sub_forest: fewer kept nodes than times";
-    /* Node c after c - 1 on its thread: c - 1 is its parent, or lies in the subtree of its
-     * elder sibling (c - 1's ancestor at c's depth), which must end by c's start. */
+    /* The kept nodes in nesting's order (by thread, then start, the longer first), and node c
+     * after c - 1 on its thread: c - 1 is its parent, or lies in the subtree of its elder
+     * sibling (c - 1's ancestor at c's depth), which must end by c's start. */
     for (Py_ssize_t c = 1; !bad && nested && c < k; c++) {
-        if (g[c] != g[c - 1] || sub[c] == c - 1) continue;
+        if (g[c] != g[c - 1]) {
+            if (g[c] < g[c - 1]) nested = 0;
+            continue;
+        }
+        if (start[c] < start[c - 1] || (start[c] == start[c - 1] && end[c] > end[c - 1])) {
+            nested = 0;
+            break;
+        }
+        if (sub[c] == c - 1) continue;
         int64_t s = c - 1;
         if (depth[s] < depth[c]) {
             nested = 0;

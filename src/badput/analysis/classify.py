@@ -42,7 +42,7 @@ from badput.analysis.patterns import (
     comm_kind_from_letters,
     comm_op,
 )
-from badput.analysis.tree import LaunchTree
+from badput.analysis.tree import LaunchTree, node_kinds_names
 from badput.errors import UsageError
 from badput.trace.model import NO_ID, EventKind, Trace, name_head
 
@@ -330,8 +330,7 @@ def _by_launching_op(
     if not linked.any() or tree.host_row.shape[0] == 0:
         return plain
     host_rows = tree.host_row
-    host_kind = trace.kind[host_rows]
-    host_name = trace.name_id[host_rows].astype(np.int64)
+    host_kind, host_name = node_kinds_names(trace, tree)
     op_like = (
         (host_kind == EventKind.CPU_OP)
         | (host_kind == EventKind.ANNOTATION)

@@ -40,7 +40,13 @@ from badput.analysis._nesting import distinct, take, walk_up
 from badput.analysis.opmodel import OpModel, is_modelled_op, model_op, tracelens_category
 from badput.analysis.patterns import is_communication_kernel
 from badput.analysis.results import Breakdown, ratio
-from badput.analysis.tree import ATTRIBUTED, LAUNCH_OUTSIDE_OP, REASONS, LaunchTree
+from badput.analysis.tree import (
+    ATTRIBUTED,
+    LAUNCH_OUTSIDE_OP,
+    REASONS,
+    LaunchTree,
+    node_kinds_names,
+)
 from badput.estimate.hardware import GpuSpec
 from badput.trace.model import NO_ID, EventKind, OpArgs, Trace
 
@@ -335,8 +341,9 @@ def _perf_ops_of_all(trace: Trace, tree: LaunchTree) -> I64:
     modelled = trace.name_mask(is_modelled_op)
     of_name = modelled.astype(np.int8)
     of_name[modelled & trace.name_mask(lambda n: n in COMPOSITE_OPS)] = 2
-    code = of_name[trace.name_id[host_row]]
-    code[trace.kind[host_row] != EventKind.CPU_OP] = 0
+    kind, name = node_kinds_names(trace, tree)
+    code = of_name[name]
+    code[kind != EventKind.CPU_OP] = 0
     direct, wrapper = code == 1, code == 2
     calls, which = distinct(tree.launch_node, host_row.shape[0])
     start = take(parent, calls)

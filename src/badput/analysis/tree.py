@@ -155,6 +155,11 @@ class LaunchTree:
         host_parent: index into `host_row` of each node's parent, `NO_ID` at a root.
         launch_node: index into `host_row` of each activity's launch call, `NO_ID` without
             one; with `host_parent` an analysis walks up any activity's host ancestry.
+        host_kind, host_name: each node's `EventKind` and name id (the Trace's, kept with
+            the nodes: analyses of millions of nodes need not gather them again).
+        host_thread_start: where each thread's nodes begin in `host_row` (threads in the
+            lexicographic order of their (pid, tid)), then the node count; see
+            `host_threads`.
     """
 
     row: I64
@@ -175,6 +180,9 @@ class LaunchTree:
     host_row: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     host_parent: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     launch_node: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    host_kind: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    host_name: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    host_thread_start: I64 = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
     def __len__(self) -> int:
         """Number of GPU activities."""
@@ -184,6 +192,22 @@ class LaunchTree:
         """Module path of entry `index`; None without one."""
         m = int(self.module[index])
         return self.module_paths[m] if m >= 0 else None
+
+    def host_threads(self, keep: Bools) -> I64 | None:
+        """Dense thread id of each node `keep` selects, in order, without gathering them.
+
+        As `dense_pairs` of their (pid, tid) gives it; None where the tree does not hold its
+        threads (`host_thread_start`).
+        """
+        bounds = self.host_thread_start
+        if keep.shape[0] != self.host_row.shape[0] or int(bounds[-1]) != keep.shape[0]:
+            return None
+        if keep.shape[0] == 0:
+            return np.zeros(0, dtype=np.int64)
+        per_thread = np.add.reduceat(keep, bounds[:-1], dtype=np.int64)  # no thread is empty
+        present = per_thread > 0
+        dense: I64 = np.repeat(np.arange(int(present.sum()), dtype=np.int64), per_thread[present])
+        return dense
 
     def attribution(self) -> Attribution:
         """Attributed and unattributed GPU time, the latter by reason."""
@@ -242,6 +266,16 @@ class LaunchTree:
                 acc[1] += int(c)
         ordered = sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))
         return {path: (t, c) for path, (t, c) in ordered}
+
+
+def node_kinds_names(trace: Trace, tree: LaunchTree) -> tuple[I8, I32]:
+    """Each host node's `EventKind` and name id: the tree's own, else gathered from `trace`."""
+    rows = tree.host_row
+    if tree.host_kind.shape[0] == rows.shape[0] and tree.host_name.shape[0] == rows.shape[0]:
+        return tree.host_kind, tree.host_name
+    kind: I8 = trace.kind[rows]
+    name: I32 = trace.name_id[rows]
+    return kind, name
 
 
 def launch_tree(trace: Trace) -> LaunchTree:
@@ -351,6 +385,9 @@ def launch_tree(trace: Trace) -> LaunchTree:
         host_row=nodes.row.astype(np.int64, copy=False),
         host_parent=nodes.parent,
         launch_node=launch_node,
+        host_kind=kind,
+        host_name=name_id,
+        host_thread_start=nodes.thread_start(),
     )
 
 
@@ -368,6 +405,12 @@ class _Nodes:
     start_ns: I64
     end_ns: I64
     parent: I64
+
+    def thread_start(self) -> I64:
+        """Where each thread's nodes begin (they come by thread), then the node count."""
+        n = self.thread.shape[0]
+        heads = np.flatnonzero(self.thread[1:] != self.thread[:-1]) + 1
+        return np.concatenate([[0] if n else [], heads, [n]]).astype(np.int64)
 
     @staticmethod
     def build(trace: Trace, thread: _Threads) -> _Nodes:
