@@ -906,3 +906,38 @@ def test_dlrm_straggler_is_rank_7(shared_traces: Path, capsys: Any) -> None:
     # every other rank has more NCCL time than rank 7
     exposed = {d["rank"]: d["breakdown_us"]["communication"] for d in report["devices"]}
     assert min(exposed, key=lambda r: exposed[r]) == 7
+
+
+def test_enclosing_ops_count_the_outermost_op_names_in_first_call_order(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from badput.diagnose.context import DeviceContext
+    from badput.trace import load_trace
+    from badput.trace.model import EventKind
+
+    b = TraceBuilder()
+    # Thread 1: "aten::item" holds two syncs (one in an inner op), "aten::to" one; thread 2:
+    # "aten::to" one and "aten::item" one; a sync outside any op counts nothing.
+    b.cpu_op("aten::item", 0, 100, tid=1)
+    b.cpu_op("aten::_local_scalar_dense", 10, 40, tid=1)
+    b.runtime("cudaStreamSynchronize", 20, 30, tid=1)
+    b.runtime("cudaStreamSynchronize", 60, 70, tid=1)
+    b.cpu_op("aten::to", 200, 300, tid=1)
+    b.runtime("cudaStreamSynchronize", 210, 220, tid=1)
+    b.runtime("cudaStreamSynchronize", 400, 410, tid=1)
+    b.cpu_op("aten::to", 0, 50, tid=2)
+    b.runtime("cudaStreamSynchronize", 5, 15, tid=2)
+    b.cpu_op("aten::item", 60, 90, tid=2)
+    b.runtime("cudaStreamSynchronize", 70, 80, tid=2)
+    trace = load_trace(str(b.write(tmp_path / "t.json")))
+    rows = np.flatnonzero(trace.kind == EventKind.RUNTIME)
+    found = DeviceContext.enclosing_ops(SimpleNamespace(trace=trace), rows)  # type: ignore[arg-type]
+    assert list(found.items()) == [("aten::item", 3), ("aten::to", 2)]
+    # Equal counts keep the order of the first call given ("aten::to", interned after
+    # "aten::item", first here), not the names' ids.
+    found = DeviceContext.enclosing_ops(SimpleNamespace(trace=trace), rows[[2, 1, 3]])  # type: ignore[arg-type]
+    assert found.most_common() == [("aten::to", 1), ("aten::item", 1)]
+    found = DeviceContext.enclosing_ops(SimpleNamespace(trace=trace), rows[[1, 2, 4, 5]])  # type: ignore[arg-type]
+    assert found.most_common() == [("aten::item", 2), ("aten::to", 2)]

@@ -116,11 +116,11 @@ def test_sub_nesting_refuses_nodes_out_of_nest_order(both_ways: str) -> None:
     assert sub_nesting(parent, keep, np.array([0, 1]), tie, np.array([5, 9])) is not None
 
 
-def test_order_by_is_the_two_key_lexsort() -> None:
+def test_order_by_is_the_two_key_lexsort(both_ways: str) -> None:
     from badput.analysis._nesting import order_by
 
     rng = np.random.default_rng(7)
-    for n in (0, 1, 2, 5, 100, 5000):
+    for n in (0, 1, 2, 5, 17, 100, 5000):  # runs of ties past the C pass's insertion length
         for spread in (1, 3, 50, 10**9):  # from all ties to almost none
             primary = rng.integers(0, spread, n)
             if spread > 3:

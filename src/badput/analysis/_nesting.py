@@ -380,7 +380,12 @@ def order_by(primary: Ids, secondary: Ids) -> I64:
         sub = order[at]  # ascending positions within each run (stable sort)
         run = np.ones(at.shape[0], dtype=np.bool_)
         run[1:] = ~tie[at[1:] - 1]
-        order[at] = sub[np.lexsort((secondary[sub], np.cumsum(run)))]
+        if (fast := c_paths()) is not None:  # each run on its own: by `secondary`, then position
+            keys = [np.zeros(sub.shape[0], dtype=np.int64), secondary[sub].astype(np.int64)]
+            fast.sort_runs(flags(run), sub, *keys)
+            order[at] = sub
+        else:
+            order[at] = sub[np.lexsort((secondary[sub], np.cumsum(run)))]
     return order
 
 
