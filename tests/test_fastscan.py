@@ -410,6 +410,53 @@ def test_columns_are_handed_over_read_only_and_reused() -> None:
     assert again is not None and again.column("dur", np.int64).tolist() == [4000]
 
 
+@needs_c
+def test_rare_columns_are_none_where_unset_over_reused_memory() -> None:
+    # Columns that most rows leave unset (labels, flow ids, copies' and the allocator's args)
+    # are written only where set, the rows between filled: a scan into the memory of one whose
+    # rows set them (its columns' mappings, pooled, larger text first) reads none of its
+    # values, and values at the first, a middle and the last row land on their rows.
+    rare = ("pid_label", "tid_label", "id", "id_label", "ext_lower", "bytes", "alloc_bytes",
+            "total_allocated", "total_reserved", "device_id", "device_type")  # fmt: skip
+    dense = (
+        b'{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": "p", "tid": "t",'
+        b' "ts": %d, "args": {"Bytes": 5, "Total Allocated": 6, "Total Reserved": 7,'
+        b' "Device Id": 0, "Device Type": 1, "external id": 3}},'
+        b' {"ph": "s", "id": "f", "pid": 1, "tid": 2, "ts": %d, "cat": "ac2g", "name": "ac2g"},'
+        b' {"ph": "X", "cat": "gpu_memcpy", "name": "m", "pid": 0, "tid": 7, "ts": %d,'
+        b' "dur": 1, "args": {"bytes": 64}}'
+    )
+    plain = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 1}'
+    for _ in range(2):
+        text = b"[" + b",".join(dense % (i, i, i) for i in range(8000)) + b"]"
+        scanned = _fastscan.scan(text)
+        assert scanned is not None
+        for key in rare:
+            column = scanned.column(key, np.int32 if key in _INT32_KEYS else np.int64)
+            assert key == "id" or int(column.max()) >= 0, key  # flow ids here are labels
+        del scanned
+        n = 20000
+        set_at = {0, 777, n - 1}
+        rows = [
+            (b'{"ph": "X", "cat": "gpu_memcpy", "name": "m", "pid": 0, "tid": 7, "ts": %d,'
+             b' "dur": 1, "args": {"bytes": %d}}' % (i, 100 + i))
+            if i in set_at else plain % i
+            for i in range(n)
+        ]  # fmt: skip
+        scanned = _fastscan.scan(b"[" + b",".join(rows) + b"]")
+        assert scanned is not None
+        for key in rare:
+            column = scanned.column(key, np.int32 if key in _INT32_KEYS else np.int64)
+            want = np.full(n, -1)
+            if key == "bytes":
+                want[sorted(set_at)] = [100 + i for i in sorted(set_at)]
+            assert np.array_equal(column, want), key
+        del scanned
+
+
+_INT32_KEYS = ("pid_label", "tid_label", "id_label")
+
+
 # Keys the scanner matches as they stand (_scan.c event_key / args_key), their near misses
 # (a prefix, one more byte, another case) and the escaped spellings of them.
 _NEAR_KEYS = ["ph", "p", "phx", "pid", "pi", "pidd", "tid", "ts", "t", "tss", "name", "nam",

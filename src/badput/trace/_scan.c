@@ -856,6 +856,16 @@ static const unsigned char COL_SIZE[N_COLS] = {
  * one check for room per row; their `len` is set from `rows` when read (rows_done). */
 #define N_ROW_COLS COL_META_ROW
 
+/* Row columns that most rows leave NO_ID (string labels, flow ids, the allocator's and the
+ * copies' args): a row writes one only where it holds a value, after filling the rows since
+ * the last written with NO_ID (whose bytes are all 0xFF) in one run; rows_done fills the rest.
+ * Most rows then write nine columns fewer, one at a time, of the 24 they fill. */
+#define RARE_COLS                                                                          \
+    ((1u << COL_PID_LABEL) | (1u << COL_TID_LABEL) | (1u << COL_ID) | (1u << COL_ID_LABEL) | \
+     (1u << COL_EXT_LOWER) | (1u << COL_BYTES) | (1u << COL_ALLOC_BYTES) |                  \
+     (1u << COL_TOTAL_ALLOCATED) | (1u << COL_TOTAL_RESERVED) | (1u << COL_DEVICE_ID) |     \
+     (1u << COL_DEVICE_TYPE))
+
 /* ---- layouts: the bytes between an event's values, learnt and matched ------------------ *
  *
  * Kineto writes every event of a kind alike: the same keys in the same order, with the same
@@ -949,6 +959,7 @@ typedef struct {
     const char *base; /* start of the input: meta_off counts from here */
     size_t rows;      /* kept rows */
     size_t room;      /* rows the row columns hold without growing */
+    size_t written[N_ROW_COLS]; /* of a RARE_COLS column: rows below this one are written */
     lnode *nodes;     /* layout trie: node 0 is its root (no literal) */
     int32_t n_nodes;
     char *arena;      /* literal bytes (+ 16 spare, for 16-byte loads) */
@@ -964,9 +975,21 @@ typedef struct {
     int n_steps;      /* recorded steps of the event read the general way; -1: too many */
 } scan_state;
 
-/* Set the row columns' `len` from the rows kept. */
+/* A RARE_COLS column's rows from its last written up to row r (not included) set to NO_ID. */
+static inline void fill_rare(scan_state *st, int col, size_t r) {
+    size_t from = st->written[col];
+    if (from < r) {
+        memset(st->cols[col].data + from * COL_SIZE[col], 0xFF, (r - from) * COL_SIZE[col]);
+        st->written[col] = r;
+    }
+}
+
+/* Set the row columns' `len` from the rows kept (every row of the rare ones written). */
 static void rows_done(scan_state *st) {
-    for (int i = 0; i < N_ROW_COLS; i++) st->cols[i].len = st->rows * COL_SIZE[i];
+    for (int i = 0; i < N_ROW_COLS; i++) {
+        if (RARE_COLS & (1u << i)) fill_rare(st, i, st->rows);
+        st->cols[i].len = st->rows * COL_SIZE[i];
+    }
 }
 
 /* Room for one more row in every row column; st->room rows then fit. */
@@ -1546,30 +1569,40 @@ static int emit(scan_state *st, event_t *e) {
     size_t r = st->rows++;
 /* The value at row r of a row column (its type's size is the column's). */
 #define PUT(col, v) memcpy(st->cols[col].data + r * sizeof(v), &(v), sizeof(v))
+/* The same for a RARE_COLS column: only a value, after the NO_ID rows before it. */
+#define PUT_RARE(col, v)             \
+    do {                             \
+        if ((v) != NO_ID) {          \
+            fill_rare(st, (col), r); \
+            PUT(col, v);             \
+            st->written[col] = r + 1; \
+        }                            \
+    } while (0)
     PUT(COL_PHASE, ph8);
     PUT(COL_CAT, e->cat);
     PUT(COL_NAME, e->name);
     PUT(COL_PID, e->pid);
-    PUT(COL_PID_LABEL, e->pid_label);
+    PUT_RARE(COL_PID_LABEL, e->pid_label);
     PUT(COL_TID, e->tid);
-    PUT(COL_TID_LABEL, e->tid_label);
+    PUT_RARE(COL_TID_LABEL, e->tid_label);
     PUT(COL_TS, e->ts);
     PUT(COL_HAS_TS, e->has_ts);
     PUT(COL_DUR, e->dur);
     PUT(COL_HAS_DUR, e->has_dur);
-    PUT(COL_ID, e->id);
-    PUT(COL_ID_LABEL, e->id_label);
+    PUT_RARE(COL_ID, e->id);
+    PUT_RARE(COL_ID_LABEL, e->id_label);
     PUT(COL_DEVICE, e->a.device);
     PUT(COL_STREAM, e->a.stream);
     PUT(COL_CORRELATION, e->a.correlation);
     PUT(COL_EXT, e->a.ext);
-    PUT(COL_EXT_LOWER, e->a.ext_lower);
-    PUT(COL_BYTES, e->a.bytes);
-    PUT(COL_ALLOC_BYTES, e->a.alloc_bytes);
-    PUT(COL_TOTAL_ALLOCATED, e->a.total_allocated);
-    PUT(COL_TOTAL_RESERVED, e->a.total_reserved);
-    PUT(COL_DEVICE_ID, e->a.device_id);
-    PUT(COL_DEVICE_TYPE, e->a.device_type);
+    PUT_RARE(COL_EXT_LOWER, e->a.ext_lower);
+    PUT_RARE(COL_BYTES, e->a.bytes);
+    PUT_RARE(COL_ALLOC_BYTES, e->a.alloc_bytes);
+    PUT_RARE(COL_TOTAL_ALLOCATED, e->a.total_allocated);
+    PUT_RARE(COL_TOTAL_RESERVED, e->a.total_reserved);
+    PUT_RARE(COL_DEVICE_ID, e->a.device_id);
+    PUT_RARE(COL_DEVICE_TYPE, e->a.device_type);
+#undef PUT_RARE
 #undef PUT
     if (e->has_coll) {
         int64_t row = (int64_t)r;
