@@ -859,7 +859,7 @@ static const unsigned char COL_SIZE[N_COLS] = {
 /* Row columns that most rows leave NO_ID (string labels, flow ids, the allocator's and the
  * copies' args): a row writes one only where it holds a value, after filling the rows since
  * the last written with NO_ID (whose bytes are all 0xFF) in one run; rows_done fills the rest.
- * Most rows then write nine columns fewer, one at a time, of the 24 they fill. */
+ * Most rows then write 13 of the 24 row columns one by one, the other 11 filled in runs. */
 #define RARE_COLS                                                                          \
     ((1u << COL_PID_LABEL) | (1u << COL_TID_LABEL) | (1u << COL_ID) | (1u << COL_ID_LABEL) | \
      (1u << COL_EXT_LOWER) | (1u << COL_BYTES) | (1u << COL_ALLOC_BYTES) |                  \
@@ -1570,13 +1570,13 @@ static int emit(scan_state *st, event_t *e) {
 /* The value at row r of a row column (its type's size is the column's). */
 #define PUT(col, v) memcpy(st->cols[col].data + r * sizeof(v), &(v), sizeof(v))
 /* The same for a RARE_COLS column: only a value, after the NO_ID rows before it. */
-#define PUT_RARE(col, v)             \
-    do {                             \
-        if ((v) != NO_ID) {          \
-            fill_rare(st, (col), r); \
-            PUT(col, v);             \
+#define PUT_RARE(col, v)              \
+    do {                              \
+        if ((v) != NO_ID) {           \
+            fill_rare(st, (col), r);  \
+            PUT(col, v);              \
             st->written[col] = r + 1; \
-        }                            \
+        }                             \
     } while (0)
     PUT(COL_PHASE, ph8);
     PUT(COL_CAT, e->cat);
