@@ -599,7 +599,7 @@ static inline int scan_digits(cursor *c, int max, uint64_t *out) {
 }
 
 /* A JSON integer (no fraction, no exponent) into int64; -1 if it is anything else. */
-static int scan_int(cursor *c, int64_t *out) {
+static ALWAYS_INLINE int scan_int(cursor *c, int64_t *out) {
     int neg = 0;
     if (c->p < c->end && *c->p == '-') {
         neg = 1;
@@ -616,7 +616,7 @@ static int scan_int(cursor *c, int64_t *out) {
 
 /* A JSON number of microseconds into exact integer nanoseconds, digits below 1 ns dropped
  * (toward zero). Exponents and out-of-range values are refused (-1). */
-static int scan_us(cursor *c, int64_t *out) {
+static ALWAYS_INLINE int scan_us(cursor *c, int64_t *out) {
     int neg = 0;
     if (c->p < c->end && *c->p == '-') {
         neg = 1;
