@@ -394,8 +394,7 @@ class _HostSpans:
             if int(keep.sum()) == spans.shape[0]:  # the tree holds every one of them
                 rows = tree.host_row[keep]
                 key = _threads_of(trace, tree, keep, rows)
-                start = trace.ts_ns[rows]
-                end = start + trace.dur_ns[rows]
+                start, end = trace.spans_of(rows)
                 found = sub_nesting(tree.host_parent, keep, key, start, end)
                 if found is not None:
                     nested = rows, key, start, end, found[1]
@@ -547,8 +546,7 @@ def _host_nesting(
         if int(keep.sum()) == host.shape[0]:  # the tree holds every one of them
             rows = nodes[keep]
             g = _threads_of(trace, tree, keep, rows)
-            start = ts[rows]
-            end = start + dur[rows]
+            start, end = trace.spans_of(rows)
             found = sub_nesting(tree.host_parent, keep, g, start, end)
             if found is not None:
                 _, parent, depth = found
