@@ -118,8 +118,13 @@ def _analyze_device(
     hip_calls: bool,
     jobs: int = 1,
     choice: WindowChoice | None = None,
+    with_launch: bool = False,
 ) -> DeviceAnalysis:
-    """One GPU's analysis; `choice`: its window, where already chosen (`_window_of`)."""
+    """One GPU's analysis; `choice`: its window, where already chosen (`_window_of`).
+
+    `with_launch`: with its launch statistics (`launch_stats`, which need no model view),
+    found while the model view is being found beside.
+    """
     kind = trace.kind
     on_device = trace.device == device
     kernel = (kind == EventKind.KERNEL) & on_device
@@ -164,14 +169,15 @@ def _analyze_device(
 
     step_results: list[StepResult] = []
     if len(steps):
-        per_step = [p.measure_between(steps.starts_ns, steps.ends_ns) for p in parts]
-        for i, name in enumerate(steps.names):
-            v = [int(col[i]) for col in per_step]
+        # Python ints by column (`tolist`), not a numpy scalar per step and part: thousands.
+        per_step = [p.measure_between(steps.starts_ns, steps.ends_ns).tolist() for p in parts]
+        starts, ends = steps.starts_ns.tolist(), steps.ends_ns.tolist()
+        for name, start, end, *v in zip(steps.names, starts, ends, *per_step, strict=True):
             step_results.append(
                 StepResult(
                     name=name,
-                    start_ns=int(steps.starts_ns[i]),
-                    dur_ns=int(steps.ends_ns[i] - steps.starts_ns[i]),
+                    start_ns=start,
+                    dur_ns=end - start,
                     breakdown=Breakdown(*v[:4]),
                     idle_causes=IdleCauses(*v[4:]),
                 )
@@ -190,7 +196,7 @@ def _analyze_device(
         breakdown,
         causes,
     )
-    return DeviceAnalysis(
+    analysis = DeviceAnalysis(
         trace=trace.path,
         rank=trace.rank,
         world_size=trace.world_size,
@@ -227,9 +233,11 @@ def _analyze_device(
             classes=classes,
             tree=tree,
         ),
-        model=model.result(),
         runtime_api="HIP" if (gpu_name and _HIP_GPU.search(gpu_name)) or hip_calls else "CUDA",
     )
+    if with_launch and tree is not None:
+        analysis = dataclasses.replace(analysis, launch=launch_stats(trace, analysis, tree))
+    return dataclasses.replace(analysis, model=model.result())
 
 
 @dataclass(frozen=True)
@@ -543,9 +551,8 @@ def _analyze_lone(
         classes = classify_kernels(trace, tree, rules)
         d = _analyze_device(
             trace, host, device, window, tree, classes, classes.comm_mask(len(trace)),
-            _mostly_hip(trace), jobs, choice=choice,
+            _mostly_hip(trace), jobs, choice=choice, with_launch=True,
         )  # fmt: skip
-        d = dataclasses.replace(d, launch=launch_stats(trace, d, tree))
     except BaseException as e:  # a graph waiting for this analysis must not wait on
         early.failed(e)
         raise
