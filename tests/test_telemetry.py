@@ -87,19 +87,19 @@ def test_sampler_rate_columns_and_file(tmp_path: Path) -> None:
     cpu_cols = [f"cpu{j}_util_pct" for j in range(_cores())]
     assert list(sampler.columns) == ["ts_ns", *GPU_COLUMNS, *cpu_cols, *HOST_COLUMNS]
     n, missed = s["samples"], s["missed_slots"]
-    # One sample at the start, then one per 50 ms slot until the sampler stopped (after the
-    # 1 s sleep: later on a loaded machine, where slots the thread fell behind on are skipped
-    # and counted): every slot of its own wall time is a sample or a missed slot, one either
-    # way for where the stop falls.
-    assert s["wall_s"] >= 1.0
-    assert n + missed == pytest.approx(s["wall_s"] * 20 + 1, abs=1.0)
+    # One sample at the start, then one per 50 ms slot; a slot the thread fell behind on (a
+    # loaded machine) is skipped and counted as missed. Slot k is taken at or after k * 50 ms
+    # of the sampler's own wall time, so samples and missed slots never outrun it; and they
+    # reach the last sample's time stamp but for up to two slots (that sample's own lateness,
+    # the skipped slots counted only after a sample). 1 s of sleep: 21 on an idle machine.
     ts = sampler.columns["ts_ns"]
+    span_s = (ts[-1] - ts[0]) / 1e9  # type: ignore[operator]
+    assert s["wall_s"] >= 1.0
+    assert n + missed - 1 <= s["wall_s"] * 20 + 1e-3
+    assert span_s * 20 - 2 <= n + missed - 1
     gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(ts)]  # type: ignore[operator]
     assert statistics.median(gaps) == pytest.approx(50.0, rel=0.2)
-    # The rate of the samples taken, from their own time stamps; with the missed slots, 20 Hz.
-    span_s = (ts[-1] - ts[0]) / 1e9  # type: ignore[operator]
     assert s["hz_achieved"] == pytest.approx((n - 1) / span_s, rel=1e-3)
-    assert (n - 1 + missed) / span_s == pytest.approx(20.0, rel=0.05)
     assert sampler.columns["gpu0_util_pct"][:4] == [100, 50, 100, 50]
     assert sampler.columns["gpu0_power_mw"][:2] == [650_000, 400_000]
     assert all(v is not None and v > 0 for v in sampler.columns["rss_bytes"])
