@@ -235,9 +235,8 @@ def _analyze_device(
         ),
         runtime_api="HIP" if (gpu_name and _HIP_GPU.search(gpu_name)) or hip_calls else "CUDA",
     )
-    if with_launch and tree is not None:
-        analysis = dataclasses.replace(analysis, launch=launch_stats(trace, analysis, tree))
-    return dataclasses.replace(analysis, model=model.result())
+    launch = launch_stats(trace, analysis, tree) if with_launch and tree is not None else None
+    return dataclasses.replace(analysis, launch=launch, model=model.result())
 
 
 @dataclass(frozen=True)
