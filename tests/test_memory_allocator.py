@@ -72,3 +72,94 @@ def test_a_commands_pool_workers_keep_freed_memory(monkeypatch: pytest.MonkeyPat
     assert list(LocalExecutor(2).map(memory.memory_kept, items)) == [False, False]
     monkeypatch.setattr(memory, "_KEPT", [True])
     assert list(LocalExecutor(2).map(memory.memory_kept, items)) == [True, True]
+
+
+_FAULTS_AFTER = (
+    "import resource\n"
+    "def faults():\n"
+    "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+)
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's heap only")
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_populated_heap_serves_the_next_arrays_without_page_faults(jobs: int) -> None:
+    # In a fresh process: 64 MiB of heap made resident in one call (two threads with two
+    # jobs), then a 64 MiB array written: it takes the populated pages, nearly no fault;
+    # without the call the same array faults once per page (4 KiB: 16,384).
+    code = (
+        _FAULTS_AFTER + "import numpy as np\n"
+        "from badput._memory import keep_freed_memory, populate_heap, _POPULATE_REFUSED\n"
+        "assert keep_freed_memory()\n"
+        f"made = populate_heap(66 << 20, jobs={jobs}) if POPULATE else 0\n"
+        "f0 = faults()\n"
+        "a = np.ones(8 << 20)\n"
+        "print(made, faults() - f0, bool(_POPULATE_REFUSED))\n"
+    )
+    made, populated, refused = _in_fresh_process("POPULATE = True\n" + code).split()
+    _, faulted, _ = _in_fresh_process("POPULATE = False\n" + code).split()
+    if refused == "True":  # a kernel before 5.14: nothing made resident, the pages fault
+        assert int(made) == 0
+        return
+    assert int(made) >= 64 << 20
+    assert int(faulted) >= 8_000 and int(populated) * 20 <= int(faulted), (populated, faulted)
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's heap only")
+def test_a_reserved_columns_projected_rows_are_made_resident() -> None:
+    # A column reserved for 16 M rows with 8 M expected to be written: those 8 M rows' pages
+    # (64 MiB) are resident at once, so writing them faults almost never; the rows beyond
+    # stay address space (writing them faults as ever).
+    code = (
+        _FAULTS_AFTER + "import numpy as np\n"
+        "from badput._memory import keep_freed_memory, _POPULATE_REFUSED\n"
+        "from badput.trace._kineto_columns import _Growing\n"
+        "assert keep_freed_memory()\n"
+        "g = _Growing(np.int64)\n"
+        "g.append(np.arange(1000, dtype=np.int64))\n"
+        "g.reserve(16 << 20, filled=8 << 20)\n"
+        "assert g.buf[:1000].tolist() == list(range(1000))\n"
+        "f0 = faults(); g.buf[1000 : 8 << 20] = 7; f1 = faults(); g.buf[8 << 20 :] = 7\n"
+        "print(f1 - f0, faults() - f1, bool(_POPULATE_REFUSED))\n"
+    )
+    inside, beyond, refused = _in_fresh_process(code).split()
+    if refused == "True":
+        return
+    assert int(beyond) >= 8_000 and int(inside) * 20 <= int(beyond), (inside, beyond)
+
+
+def test_nothing_is_made_resident_outside_a_commands_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # In a user's process (a library call) the memory is theirs: no call faults it in.
+    import numpy as np
+
+    import badput._memory as memory
+
+    monkeypatch.setattr(memory, "_KEPT", [])
+    a = np.empty(4 << 20)
+    assert memory.make_resident(a.ctypes.data, a.nbytes) == 0
+    assert memory.populate_heap(64 << 20) == 0
+    # Under the least range worth a call, nothing either (even in a command's process).
+    monkeypatch.setattr(memory, "_KEPT", [True])
+    assert memory.make_resident(a.ctypes.data, memory.MIN_RESIDENT_BYTES - 1) == 0
+
+
+def test_the_analysis_makes_its_heap_resident_once_per_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before it analyses a trace with GPU activity and a launch tree, the analysis asks for
+    # its measured heap per row at once, with its jobs; without the model view it asks none.
+    import badput.analysis.device as device_mod
+    from badput.analysis import analyze_trace
+    from badput.trace import load_trace
+    from conftest import SHARED_TRACES, reference
+
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(device_mod, "populate_heap", lambda n, jobs=1: calls.append((n, jobs)))
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    analyze_trace(trace, jobs=2, critical_paths=False)
+    assert calls == [(device_mod.ANALYSIS_HEAP_BYTES_PER_ROW * len(trace), 2)]
+    analyze_trace(trace, jobs=1, critical_paths=False, model=False)
+    assert len(calls) == 1

@@ -327,10 +327,10 @@ def test_columns_grow_a_few_times_not_per_piece(
     sizes: list[int] = []
     real = _kineto_columns._Growing._resize
 
-    def spy(self: Any, rows: int) -> None:
+    def spy(self: Any, rows: int, filled: int = 0) -> None:
         if self.dtype is np.int8 and self is self_kind[0]:
             sizes.append(rows)
-        real(self, rows)
+        real(self, rows, filled)
 
     self_kind: list[Any] = []
     real_init = _kineto_columns._Columns.__init__

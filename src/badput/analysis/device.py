@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from badput._memory import populate_heap
 from badput.analysis._beside import Beside
 from badput.analysis._nesting import is_kind
 from badput.analysis.blocking import BlockingCalls, blocking_calls_in
@@ -56,6 +57,14 @@ B = npt.NDArray[np.bool_]
 
 #: Kernels shorter than this count as short (launch overhead dominates them).
 SHORT_KERNEL_NS = 10_000
+
+#: Heap a trace's analyses take per trace row beyond the trace itself (the launch tree's
+#: temporaries, then the dependency graph's two nodes per event, its path and what-ifs):
+#: 104-139 bytes on the three 1 GB shapes of benchmarks/results/shapes.md (peak heap less
+#: the heap after the read, one job; more with two). A command's process makes that much
+#: resident in one call before it analyses a trace with GPU activity and a launch tree
+#: (`populate_heap`), a little over the least of the three; elsewhere nothing is done.
+ANALYSIS_HEAP_BYTES_PER_ROW = 112
 
 
 @dataclass(frozen=True)
@@ -507,6 +516,8 @@ def _analyze(
             )
         ]
         return cpu_only, [None]
+    if model:  # the launch tree and the graph: most of the analyses' memory
+        populate_heap(ANALYSIS_HEAP_BYTES_PER_ROW * len(trace), jobs)
     if paths_beside and jobs > 1 and len(devices) == 1 and model:
         return _analyze_lone(trace, devices[0], window, rules, jobs)
     host_sets = Beside(jobs, _host, trace)

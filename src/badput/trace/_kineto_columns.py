@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from badput._memory import make_resident
 from badput._text import is_ascii_digits
 from badput.trace import _fastscan
 from badput.trace._kineto_json import (
@@ -564,17 +565,19 @@ class _Columns:
         """Rows the columns hold room for."""
         return self.parts["kind"].capacity()
 
-    def expect(self, rows: int) -> None:
+    def expect(self, rows: int, filled: int = 0) -> None:
         """Make room for `rows` rows in all: each column grows once, not piece by piece.
 
-        The shape arguments' columns get room for their share of those rows so far.
+        The memory of the first `filled` rows (those the caller expects to be written) is made
+        resident at once (`make_resident`). The shape arguments' columns get room for their
+        share of those rows so far.
         """
         for part in self.parts.values():
-            part.reserve(rows)
+            part.reserve(rows, filled)
         op_rows = self.op_parts["row"].n
         if op_rows and self.rows:
             for part in self.op_parts.values():
-                part.reserve(rows * op_rows // self.rows)
+                part.reserve(rows * op_rows // self.rows, filled * op_rows // self.rows)
 
     def column(self, key: str) -> npt.NDArray[Any]:
         """One whole column, every piece in order."""
@@ -642,17 +645,23 @@ class _Growing:
         """Rows reserved."""
         return max(self.room, int(self.buf.shape[0]))
 
-    def reserve(self, rows: int) -> None:
-        """Room for `rows` rows; a projection the system will not map is left to `append`."""
+    def reserve(self, rows: int, filled: int = 0) -> None:
+        """Room for `rows` rows; a projection the system will not map is left to `append`.
+
+        A new buffer's first `filled` rows are made resident before the rows so far are
+        copied in (`make_resident`): one call, not a page fault per page as they are written.
+        """
         self.room = max(self.room, rows)
         if self.same is not None or self.n == 0:
             return  # one value so far, or no piece yet to decide whether a buffer is needed
         if rows > self.buf.shape[0]:
             with contextlib.suppress(MemoryError, ValueError):  # ValueError: too big to map
-                self._resize(rows)
+                self._resize(rows, filled)
 
-    def _resize(self, rows: int) -> None:
+    def _resize(self, rows: int, filled: int = 0) -> None:
         buf = np.empty(rows, dtype=self.dtype)
+        if filled > self.n:
+            make_resident(buf.ctypes.data, min(filled, rows) * buf.itemsize)
         buf[: self.n] = self.buf[: self.n]
         self.buf = buf
 

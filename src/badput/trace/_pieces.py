@@ -618,13 +618,14 @@ def _reserve(columns: _Columns, text: Text, scanned_bytes: int) -> None:
 
     Projected again after each piece; the columns grow only when a projection passes what
     they hold, so a trace denser at its end than at its start costs a copy or two, not one
-    per piece.
+    per piece. The memory of nine tenths of the projected rows is made resident as the
+    columns grow (`_Columns.expect`): a projection a tenth too high still writes it all.
     """
     if scanned_bytes <= 0 or columns.rows == 0:
         return
     projected = columns.rows * text.size_hint() // scanned_bytes
     if projected > columns.capacity():
-        columns.expect(projected * 115 // 100 + 4096)
+        columns.expect(projected * 115 // 100 + 4096, filled=projected * 9 // 10)
 
 
 def _too_long(scanned: _fastscan.Scanned) -> bool:
