@@ -150,6 +150,7 @@ def test_the_analysis_makes_its_heap_resident_once_per_trace(
 ) -> None:
     # Before it analyses a trace with GPU activity and a launch tree, the analysis asks for
     # its measured heap per row at once, with its jobs; without the model view it asks none.
+    # (The trace's 75,696 rows ask for 8.1 MiB, above the least range worth a call.)
     import badput.analysis.device as device_mod
     from badput.analysis import analyze_trace
     from badput.trace import load_trace
@@ -163,3 +164,7 @@ def test_the_analysis_makes_its_heap_resident_once_per_trace(
     assert calls == [(device_mod.ANALYSIS_HEAP_BYTES_PER_ROW * len(trace), 2)]
     analyze_trace(trace, jobs=1, critical_paths=False, model=False)
     assert len(calls) == 1
+    # Never more than half the memory the process may still use (machine, cgroup, ulimit).
+    monkeypatch.setattr(device_mod, "available_memory_bytes", lambda: 6 << 20)
+    analyze_trace(trace, jobs=1, critical_paths=False)
+    assert calls[1:] == [(3 << 20, 1)]

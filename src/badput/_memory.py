@@ -205,12 +205,16 @@ def make_resident(address: int, nbytes: int, jobs: int = 1) -> int:
         if madvise(a, b - a, _MADV_POPULATE_WRITE) != 0:
             failed.append(True)
 
-    helpers = [threading.Thread(target=fault_in, args=part) for part in parts[1:]]
-    for t in helpers:
-        t.start()
+    helper = None
+    if len(parts) > 1:
+        helper = threading.Thread(target=fault_in, args=parts[1], daemon=True)
+        try:
+            helper.start()
+        except RuntimeError:  # no thread to be had: this one does both halves
+            helper, parts = None, [(lo, hi)]
     fault_in(*parts[0])
-    for t in helpers:
-        t.join()
+    if helper is not None:
+        helper.join()
     if failed:  # EINVAL: a kernel before 5.14 (or ENOMEM, EFAULT: the pages fault later)
         _POPULATE_REFUSED.append(True)
         return 0
@@ -222,7 +226,9 @@ def populate_heap(nbytes: int, jobs: int = 1) -> int:
 
     The heap's free memory counts toward them (freed, never trimmed: resident already); the
     rest is one block allocated, made resident and freed, which the next arrays are then
-    cut from. For a process that keeps its freed memory, with glibc; 0 elsewhere.
+    cut from. For a process that keeps its freed memory, with glibc; 0 elsewhere. The
+    caller bounds `nbytes` by the memory the process may still use (an estimate made
+    resident must not be what runs it out).
     """
     calls = _heap_calls()
     if not _KEPT or calls is None or nbytes < MIN_RESIDENT_BYTES:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from badput._memory import populate_heap
+from badput._memory import MIN_RESIDENT_BYTES, populate_heap
 from badput.analysis._beside import Beside
 from badput.analysis._nesting import is_kind
 from badput.analysis.blocking import BlockingCalls, blocking_calls_in
@@ -48,6 +48,7 @@ from badput.analysis.steps import Launches
 from badput.analysis.tree import LaunchTree, launch_tree
 from badput.analysis.window import WindowChoice, WindowSpec, choose_window
 from badput.estimate.hardware import lookup_gpu
+from badput.trace._limits import available_memory_bytes
 from badput.trace.model import GPU_ACTIVITY_KINDS, EventKind, Trace
 
 __all__ = ["WindowSpec", "analyze_trace"]
@@ -63,7 +64,8 @@ SHORT_KERNEL_NS = 10_000
 #: 104-139 bytes on the three 1 GB shapes of benchmarks/results/shapes.md (peak heap less
 #: the heap after the read, one job; more with two). A command's process makes that much
 #: resident in one call before it analyses a trace with GPU activity and a launch tree
-#: (`populate_heap`), a little over the least of the three; elsewhere nothing is done.
+#: (`populate_heap`), a little over the least of the three, and at most half the memory it
+#: may still use; elsewhere nothing is done.
 ANALYSIS_HEAP_BYTES_PER_ROW = 112
 
 
@@ -517,7 +519,9 @@ def _analyze(
         ]
         return cpu_only, [None]
     if model:  # the launch tree and the graph: most of the analyses' memory
-        populate_heap(ANALYSIS_HEAP_BYTES_PER_ROW * len(trace), jobs)
+        want = ANALYSIS_HEAP_BYTES_PER_ROW * len(trace)
+        if want >= MIN_RESIDENT_BYTES:
+            populate_heap(min(want, available_memory_bytes() // 2), jobs)
     if paths_beside and jobs > 1 and len(devices) == 1 and model:
         return _analyze_lone(trace, devices[0], window, rules, jobs)
     host_sets = Beside(jobs, _host, trace)

@@ -40,6 +40,7 @@ from badput.trace._kineto_json import (
     _RawEvent,
     _wait_values,
 )
+from badput.trace._limits import available_memory_bytes
 from badput.trace.model import (
     NO_ID,
     CommMeta,
@@ -569,9 +570,12 @@ class _Columns:
         """Make room for `rows` rows in all: each column grows once, not piece by piece.
 
         The memory of the first `filled` rows (those the caller expects to be written) is made
-        resident at once (`make_resident`). The shape arguments' columns get room for their
-        share of those rows so far.
+        resident at once (`make_resident`), up to half the memory the process may still use.
+        The shape arguments' columns get room for their share of those rows so far.
         """
+        if filled:  # no more than half the memory the process may still use
+            row_bytes = sum(np.dtype(p.dtype).itemsize for p in self.parts.values())
+            filled = min(filled, available_memory_bytes() // 2 // row_bytes)
         for part in self.parts.values():
             part.reserve(rows, filled)
         op_rows = self.op_parts["row"].n
