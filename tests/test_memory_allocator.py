@@ -106,6 +106,27 @@ def test_a_populated_heap_serves_the_next_arrays_without_page_faults(jobs: int) 
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's heap only")
+def test_a_heap_block_made_resident_stays_under_the_trim_threshold() -> None:
+    # Freed, a block as large as the trim threshold would be trimmed away with its pages: one
+    # block is at most MAX_HEAP_BLOCK_BYTES (here lowered to 32 MiB), and what it made
+    # resident stays in the heap (the next 64 MiB array faults for the other half only).
+    code = (
+        _FAULTS_AFTER + "import numpy as np\n"
+        "import badput._memory as memory\n"
+        "assert memory.keep_freed_memory()\n"
+        "memory.MAX_HEAP_BLOCK_BYTES = 32 << 20\n"
+        "made = memory.populate_heap(64 << 20)\n"
+        "f0 = faults(); a = np.ones(8 << 20)\n"
+        "print(made, faults() - f0, bool(memory._POPULATE_REFUSED))\n"
+    )
+    made, faulted, refused = _in_fresh_process(code).split()
+    if refused == "True":
+        return
+    assert (32 << 20) - 4096 <= int(made) <= 32 << 20
+    assert 6_000 <= int(faulted) <= 10_000, faulted  # 64 MiB less 32: about 8,192 pages
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's heap only")
 def test_a_reserved_columns_projected_rows_are_made_resident() -> None:
     # A column reserved for 16 M rows with 8 M expected to be written: those 8 M rows' pages
     # (64 MiB) are resident at once, so writing them faults almost never; the rows beyond

@@ -60,6 +60,9 @@ _MADV_POPULATE_WRITE = 23
 _PAGE = 4096  # a multiple of the page size is all the advice needs (its start rounded up)
 #: Ranges shorter than this are left to their page faults (one call buys too little).
 MIN_RESIDENT_BYTES = 1 << 20
+#: The most heap made resident in one block: freed, a block as large as the trim threshold
+#: (`keep_freed_memory`: 2 GiB, mallopt's largest) would be given back to the system at once.
+MAX_HEAP_BLOCK_BYTES = 3 << 29
 _POPULATE_REFUSED: list[bool] = []  # set once the kernel refused the advice
 
 
@@ -226,15 +229,15 @@ def populate_heap(nbytes: int, jobs: int = 1) -> int:
 
     The heap's free memory counts toward them (freed, never trimmed: resident already); the
     rest is one block allocated, made resident and freed, which the next arrays are then
-    cut from. For a process that keeps its freed memory, with glibc; 0 elsewhere. The
-    caller bounds `nbytes` by the memory the process may still use (an estimate made
-    resident must not be what runs it out).
+    cut from, up to `MAX_HEAP_BLOCK_BYTES`. For a process that keeps its freed memory, with
+    glibc; 0 elsewhere. The caller bounds `nbytes` by the memory the process may still use
+    (an estimate made resident must not be what runs it out).
     """
     calls = _heap_calls()
     if not _KEPT or calls is None or nbytes < MIN_RESIDENT_BYTES:
         return 0
     malloc, free, info = calls
-    want = nbytes - int(info().fordblks)
+    want = min(nbytes - int(info().fordblks), MAX_HEAP_BLOCK_BYTES)
     if want < MIN_RESIDENT_BYTES:
         return 0
     block = malloc(want)
