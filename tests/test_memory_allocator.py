@@ -81,14 +81,21 @@ _FAULTS_AFTER = (
 )
 
 
+def _with_and_without(code: str) -> tuple[list[str], list[str]]:
+    """What `code` prints in a fresh process with POPULATE True, then with it False."""
+    return tuple(  # type: ignore[return-value]
+        _in_fresh_process(f"POPULATE = {on}\n{_FAULTS_AFTER}{code}").split() for on in (True, False)
+    )
+
+
 @pytest.mark.skipif(not GLIBC, reason="glibc's heap only")
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_populated_heap_serves_the_next_arrays_without_page_faults(jobs: int) -> None:
     # In a fresh process: 64 MiB of heap made resident in one call (two threads with two
     # jobs), then a 64 MiB array written: it takes the populated pages, nearly no fault;
     # without the call the same array faults once per page (4 KiB: 16,384; 32 huge pages).
-    code = (
-        _FAULTS_AFTER + "import numpy as np\n"
+    (made, populated, refused), (_, faulted, _) = _with_and_without(
+        "import numpy as np\n"
         "from badput._memory import keep_freed_memory, populate_heap, _POPULATE_REFUSED\n"
         "assert keep_freed_memory()\n"
         f"made = populate_heap(66 << 20, jobs={jobs}) if POPULATE else 0\n"
@@ -96,8 +103,6 @@ def test_a_populated_heap_serves_the_next_arrays_without_page_faults(jobs: int) 
         "a = np.ones(8 << 20)\n"
         "print(made, faults() - f0, bool(_POPULATE_REFUSED))\n"
     )
-    made, populated, refused = _in_fresh_process("POPULATE = True\n" + code).split()
-    _, faulted, _ = _in_fresh_process("POPULATE = False\n" + code).split()
     if refused == "True":  # a kernel before 5.14: nothing made resident, the pages fault
         assert int(made) == 0
         return
@@ -111,8 +116,8 @@ def test_a_heap_block_made_resident_stays_under_the_trim_threshold() -> None:
     # Freed, a block as large as the trim threshold would be trimmed away with its pages: one
     # block is at most MAX_HEAP_BLOCK_BYTES (here lowered to 32 MiB), and what it made
     # resident stays in the heap: the next 64 MiB array faults for about its other half.
-    code = (
-        _FAULTS_AFTER + "import numpy as np\n"
+    (made, half, refused), (_, whole, _) = _with_and_without(
+        "import numpy as np\n"
         "import badput._memory as memory\n"
         "assert memory.keep_freed_memory()\n"
         "memory.MAX_HEAP_BLOCK_BYTES = 32 << 20\n"
@@ -120,8 +125,6 @@ def test_a_heap_block_made_resident_stays_under_the_trim_threshold() -> None:
         "f0 = faults(); a = np.ones(8 << 20)\n"
         "print(made, faults() - f0, bool(memory._POPULATE_REFUSED))\n"
     )
-    made, half, refused = _in_fresh_process("POPULATE = True\n" + code).split()
-    _, whole, _ = _in_fresh_process("POPULATE = False\n" + code).split()
     if refused == "True":
         return
     assert (32 << 20) - 4096 <= int(made) <= 32 << 20
