@@ -174,9 +174,10 @@ def test_nothing_is_made_resident_outside_a_commands_process(
 def test_the_analysis_makes_its_heap_resident_once_per_trace(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Before it analyses a trace with GPU activity and a launch tree, the analysis asks for
-    # its measured heap per row at once, with its jobs; without the model view it asks none.
-    # (The trace's 75,696 rows ask for 8.1 MiB, above the least range worth a call.)
+    # Before it analyses a trace with GPU activity and a launch tree, a command's analysis
+    # asks for its measured heap per row at once, with its jobs; without the model view, or
+    # in a user's process, it asks none.
+    import badput._memory as memory
     import badput.analysis.device as device_mod
     from badput.analysis import analyze_trace
     from badput.trace import load_trace
@@ -186,6 +187,10 @@ def test_the_analysis_makes_its_heap_resident_once_per_trace(
     monkeypatch.setattr(device_mod, "populate_heap", lambda n, jobs=1: calls.append((n, jobs)))
     name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
     trace = load_trace(str(reference(SHARED_TRACES / name)))
+    monkeypatch.setattr(memory, "_KEPT", [])
+    analyze_trace(trace, jobs=2, critical_paths=False)
+    assert calls == []
+    monkeypatch.setattr(memory, "_KEPT", [True])
     analyze_trace(trace, jobs=2, critical_paths=False)
     assert calls == [(device_mod.ANALYSIS_HEAP_BYTES_PER_ROW * len(trace), 2)]
     analyze_trace(trace, jobs=1, critical_paths=False, model=False)

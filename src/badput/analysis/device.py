@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from badput._memory import MIN_RESIDENT_BYTES, populate_heap
+from badput._memory import memory_kept, populate_heap
 from badput.analysis._beside import Beside
 from badput.analysis._nesting import is_kind
 from badput.analysis.blocking import BlockingCalls, blocking_calls_in
@@ -518,10 +518,9 @@ def _analyze(
             )
         ]
         return cpu_only, [None]
-    if model:  # the launch tree and the graph: most of the analyses' memory
+    if model and memory_kept():  # the launch tree and the graph: most of its memory
         want = ANALYSIS_HEAP_BYTES_PER_ROW * len(trace)
-        if want >= MIN_RESIDENT_BYTES:
-            populate_heap(min(want, available_memory_bytes() // 2), jobs)
+        populate_heap(min(want, available_memory_bytes() // 2), jobs)
     if paths_beside and jobs > 1 and len(devices) == 1 and model:
         return _analyze_lone(trace, devices[0], window, rules, jobs)
     host_sets = Beside(jobs, _host, trace)

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from badput._memory import make_resident
+from badput._memory import make_resident, memory_kept
 from badput._text import is_ascii_digits
 from badput.trace import _fastscan
 from badput.trace._kineto_json import (
@@ -573,7 +573,9 @@ class _Columns:
         resident at once (`make_resident`), up to half the memory the process may still use.
         The shape arguments' columns get room for their share of those rows so far.
         """
-        if filled:  # no more than half the memory the process may still use
+        if not memory_kept():  # a user's process: their memory, nothing made resident
+            filled = 0
+        elif filled:  # no more than half the memory the process may still use
             row_bytes = sum(np.dtype(p.dtype).itemsize for p in self.parts.values())
             filled = min(filled, available_memory_bytes() // 2 // row_bytes)
         for part in self.parts.values():
