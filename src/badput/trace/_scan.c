@@ -888,6 +888,7 @@ enum { ACT_ARGS = 32, ACT_ARGS_OPEN = 64, ACT_ARGS_CLOSE, ACT_END };
 
 #define MAX_STEPS 96           /* steps recorded per event; an event with more adds none */
 #define MAX_LAYOUT_NODES 4096  /* trie nodes per piece; once full, no layout is added */
+#define N_SHORTS 4             /* children too short for a node's window, tried by name */
 #define MAX_LAYOUT_BYTES 65536 /* literal bytes per piece */
 #define MAX_LITERAL 1024       /* longer literals are not learnt */
 #define MAX_MISSES 256         /* misses a piece allows before it stops matching (at 20 %) */
@@ -916,6 +917,7 @@ typedef struct {
     uint8_t action;
     uint16_t consts; /* CONST_*: the values the literal holds */
     uint8_t marks;   /* MARK_*: where args open and close within the literal */
+    uint8_t reindexed; /* child tables built again for a new child that shared a hash */
     uint16_t tail;   /* movemask bits of the literal's last (partial) 16 bytes */
     int16_t open_at, close_at;
     int32_t child;   /* first child, -1: none */
@@ -925,8 +927,8 @@ typedef struct {
     int32_t table;   /* with two children or more: its child table, -1: none */
     uint32_t apart;  /* where the window of up to 8 bytes that tells its children apart */
     uint64_t window; /* begins, and the mask of its bytes */
-    int32_t short_child; /* a child whose literal is shorter than the window, -1: none */
-    uint32_t children;   /* how many it has */
+    int16_t shorts[N_SHORTS]; /* children whose literal ends before the window (-1: none) */
+    uint32_t children;        /* how many it has */
     uint32_t least;      /* the table holds children of at least this many bytes only */
 } lnode;
 
@@ -967,6 +969,7 @@ typedef struct {
     int layouts_full; /* no more layouts are added (full, or out of memory) */
     int layouts_off;  /* no more events are matched: most did not match */
     Py_ssize_t matched, missed;
+    Py_ssize_t searched; /* steps whose child was found among all children, one by one */
     child_table *tables;
     int32_t n_tables;
     list_memo *memo; /* per name id, per shape list: the list text it had last */
@@ -1303,11 +1306,20 @@ static int match_event(cursor *c, scan_state *st, event_t *e) {
             memcpy(&w, c->p + parent->apart, 8);
             k = st->tables[parent->table][WINDOW_HASH(w & parent->window)];
         }
-        if ((k < 0 || !literal_at(c->p, c->end, arena, &nodes[k])) &&
-            ((k = parent->short_child) < 0 || !literal_at(c->p, c->end, arena, &nodes[k]))) {
-            k = parent->child;
-            while (k >= 0 && !literal_at(c->p, c->end, arena, &nodes[k])) k = nodes[k].sibling;
-            if (k < 0) return 0;
+        if (k < 0 || !literal_at(c->p, c->end, arena, &nodes[k])) {
+            k = -1;
+            for (int i = 0; i < N_SHORTS && parent->shorts[i] >= 0; i++) {
+                if (literal_at(c->p, c->end, arena, &nodes[parent->shorts[i]])) {
+                    k = parent->shorts[i];
+                    break;
+                }
+            }
+            if (k < 0) { /* a child whose window's hash another took first, or none */
+                st->searched++;
+                k = parent->child;
+                while (k >= 0 && !literal_at(c->p, c->end, arena, &nodes[k])) k = nodes[k].sibling;
+                if (k < 0) return 0;
+            }
         }
         const lnode *n = &nodes[k];
         const char *literal = c->p;
@@ -1342,49 +1354,62 @@ static uint64_t window_of(const scan_state *st, const lnode *n, uint32_t apart, 
 }
 
 #define MAX_INDEXED 64 /* children looked at to choose a window */
+#define MAX_APART 64   /* where a window may begin, at most (its choice stays cheap) */
+#define MAX_REINDEX 8  /* tables a node builds again when a new child shares a hash */
 
-/* (Re)build the child table of a node with two children or more: the window where the most
- * children differ, within every literal of 8 bytes or more where two children or more have
- * one (a shorter one, such as the "}" that closes an event, is tried next: `short_child`),
- * else within every literal. */
+/* A node's short children: those of its first MAX_INDEXED (and of the ones added after)
+ * whose literal ends before `least`, the first N_SHORTS of them. */
+static void add_short(lnode *p, int32_t k) {
+    for (int i = 0; i < N_SHORTS; i++) {
+        if (p->shorts[i] < 0) {
+            p->shorts[i] = (int16_t)k;
+            return;
+        }
+    }
+}
+
+/* (Re)build the child table of a node with two children or more. Its window is the 8 bytes
+ * (fewer where fewer than two children have 8) at the offset where the most children are
+ * found at once: those whose literals reach past the window and differ in it, and up to
+ * N_SHORTS whose literal ends before it, tried next, one by one (`shorts`). So that
+ * `{"ph":"f","id":` beside `{"ph":"X","cat":"kernel","name":` does not keep the window at
+ * the phase, where every complete event looks alike: it goes to the "cat", past where the
+ * flow's literal ends. A child that shares its window's hash with another is found last,
+ * among all of them. */
 static void index_children(scan_state *st, int32_t at) {
     lnode *nodes = st->nodes;
-    uint32_t shortest = UINT32_MAX, shortest_long = UINT32_MAX;
+    uint32_t shortest = UINT32_MAX, longest = 0;
     int m = 0, m_long = 0;
-    for (int32_t a = nodes[at].child; a >= 0; a = nodes[a].sibling, m++) {
+    for (int32_t a = nodes[at].child; a >= 0 && m < MAX_INDEXED; a = nodes[a].sibling, m++) {
         if (nodes[a].len < shortest) shortest = nodes[a].len;
-        if (nodes[a].len >= 8) {
-            m_long++;
-            if (nodes[a].len < shortest_long) shortest_long = nodes[a].len;
-        }
+        if (nodes[a].len > longest) longest = nodes[a].len;
+        if (nodes[a].len >= 8) m_long++;
     }
-    if (m < 2 || shortest == 0) return;
-    uint32_t least = m_long >= 2 ? 8 : 0; /* literals shorter are left out of the table */
-    if (least) shortest = shortest_long;
-    nodes[at].short_child = -1;
-    for (int32_t a = nodes[at].child; a >= 0 && least; a = nodes[a].sibling) {
-        if (nodes[a].len < least) {
-            nodes[at].short_child = a;
-            break;
-        }
-    }
-    uint32_t width = shortest < 8 ? shortest : 8;
+    if (m < 2 || (m_long < 2 && shortest == 0)) return;
+    uint32_t width = m_long >= 2 ? 8 : shortest;
     uint64_t mask = width == 8 ? ~0ULL : (1ULL << (8 * width)) - 1;
-    uint32_t best = 0, best_distinct = 0;
-    for (uint32_t apart = 0; apart + width <= shortest && apart < 256; apart++) {
+    uint32_t best = 0, best_found = 0, best_short = UINT32_MAX;
+    for (uint32_t apart = 0; apart + width <= longest && apart < MAX_APART; apart++) {
         uint64_t seen[MAX_INDEXED];
-        uint32_t distinct = 0;
+        uint32_t distinct = 0, short_ones = 0;
         int k = 0;
         for (int32_t a = nodes[at].child; a >= 0 && k < MAX_INDEXED; a = nodes[a].sibling, k++) {
-            if (nodes[a].len < least) continue;
+            if (nodes[a].len < apart + width) {
+                short_ones++;
+                continue;
+            }
             uint64_t w = window_of(st, &nodes[a], apart, mask);
             int dup = 0;
             for (uint32_t j = 0; j < distinct && !dup; j++) dup = seen[j] == w;
             if (!dup) seen[distinct++] = w;
         }
-        if (distinct > best_distinct) {
-            best_distinct = distinct;
+        /* Found at once: one per distinct window, and the short ones (by name) */
+        uint32_t found = distinct + (short_ones < N_SHORTS ? short_ones : N_SHORTS);
+        if (found > best_found || (found == best_found && short_ones < best_short)) {
+            best_found = found;
+            best_short = short_ones;
             best = apart;
+            if (distinct == (uint32_t)m) break; /* every child told apart by its window */
         }
     }
     if (nodes[at].table < 0) {
@@ -1394,33 +1419,45 @@ static void index_children(scan_state *st, int32_t at) {
     }
     nodes[at].apart = best;
     nodes[at].window = mask;
-    nodes[at].least = least > best + width ? least : best + width;
+    nodes[at].least = best + width;
+    for (int i = 0; i < N_SHORTS; i++) nodes[at].shorts[i] = -1;
     int16_t *table = st->tables[nodes[at].table];
     for (int i = 0; i < 256; i++) table[i] = -1;
     for (int32_t a = nodes[at].child; a >= 0; a = nodes[a].sibling) {
-        if (nodes[a].len < least) continue;
+        if (nodes[a].len < nodes[at].least) {
+            add_short(&nodes[at], a);
+            continue;
+        }
         unsigned h = WINDOW_HASH(window_of(st, &nodes[a], best, mask));
         if (table[h] < 0) table[h] = (int16_t)a;
     }
 }
 
-/* A node's new child k into its table, as `index_children` would put it there. */
+/* A node's new child k into its table, as `index_children` would put it there. Where another
+ * child has k's window hash, the table is built again (a window chosen before k came need
+ * not tell k apart), at most MAX_REINDEX times per node. */
 static void add_to_table(scan_state *st, int32_t at, int32_t k) {
     lnode *p = &st->nodes[at];
     if (p->table < 0) return; /* searched one by one */
     if (st->nodes[k].len < p->least) {
-        if (p->short_child < 0) p->short_child = k;
+        add_short(p, k);
         return;
     }
     int16_t *table = st->tables[p->table];
     unsigned h = WINDOW_HASH(window_of(st, &st->nodes[k], p->apart, p->window));
-    if (table[h] < 0) table[h] = (int16_t)k;
+    if (table[h] < 0) {
+        table[h] = (int16_t)k;
+    } else if (p->reindexed < MAX_REINDEX) {
+        p->reindexed++;
+        index_children(st, at);
+    }
 }
 
 /* A node with no literal, no values learnt, no children and no child table. */
 static void node_clear(lnode *n) {
     memset(n, 0, sizeof(*n));
-    n->child = n->sibling = n->table = n->short_child = -1;
+    n->child = n->sibling = n->table = -1;
+    for (int i = 0; i < N_SHORTS; i++) n->shorts[i] = -1;
 }
 
 /* A new trie node under `parent` (after its last child `last`, -1: it has none); -1 when
@@ -1662,7 +1699,7 @@ static void remember_lists(scan_state *st, const event_t *e) {
 
 /* How many events were matched against learnt layouts, in every piece scanned so far (for
  * the tests). */
-static long long layouts_matched_total;
+static long long layouts_matched_total, layouts_searched_total;
 
 /* One event object; 1 if kept, 0 if its phase is not kept, -1 if the fast path refuses. */
 static int scan_event(cursor *c, scan_state *st) {
@@ -1708,6 +1745,7 @@ static void state_free(scan_state *st) {
     free(st->values.slots);
     col_release(st->values.order.data, st->values.order.cap);
     __atomic_fetch_add(&layouts_matched_total, (long long)st->matched, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&layouts_searched_total, (long long)st->searched, __ATOMIC_RELAXED);
     free(st->nodes);
     free(st->arena);
     free(st->tables);
@@ -2240,9 +2278,17 @@ static PyObject *layouts_matched(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong(__atomic_load_n(&layouts_matched_total, __ATOMIC_RELAXED));
 }
 
+static PyObject *layouts_searched(PyObject *self, PyObject *unused) {
+    return PyLong_FromLongLong(__atomic_load_n(&layouts_searched_total, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef methods[] = {
     {"layouts_matched", layouts_matched, METH_NOARGS,
      "layouts_matched() -> int: events matched against learnt layouts since the module loaded."},
+    {"layouts_searched", layouts_searched, METH_NOARGS,
+     "layouts_searched() -> int: steps of matched layouts whose next step was searched among "
+     "all of a node's children, one by one (its child table did not find it), since the "
+     "module loaded."},
     {"layouts", layouts, METH_O,
      "layouts(on) -> bool: whether events are matched against the layouts learnt in their "
      "piece (on by default; BADPUT_NO_LAYOUTS=1 turns it off); returns the setting before."},
