@@ -39,6 +39,21 @@ def test_a_command_keeps_large_arrays_in_the_heap() -> None:
     assert fresh >= 32 and kept * 8 <= fresh, (kept, fresh)
 
 
+@pytest.mark.skipif(not GLIBC, reason="glibc's soname")
+def test_the_c_library_loads_without_a_child_process() -> None:
+    # `find_library` runs `ldconfig -p` in a child process: every command's start paid for
+    # it. In a fresh process, with it made to fail, the C library (and C++'s) still load.
+    code = (
+        "from ctypes import util\n"
+        "def refuse(name): raise AssertionError('find_library ran')\n"
+        "util.find_library = refuse\n"
+        "from badput._memory import _libc, keep_freed_memory\n"
+        "from badput.report.names import _cxa_demangle\n"
+        "print(_libc() is not None, keep_freed_memory(), _cxa_demangle() is not None)\n"
+    )
+    assert _in_fresh_process(code).split() == ["True", "True", "True"]
+
+
 def test_trim_runs_or_says_it_cannot() -> None:
     assert give_back_free_memory() is GLIBC
 

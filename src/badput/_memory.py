@@ -32,7 +32,6 @@ machine of benchmarks/results/shapes.md fresh memory took 1.7 ms/MB with the adv
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import importlib
 import sys
@@ -68,10 +67,21 @@ _POPULATE_REFUSED: list[bool] = []  # set once the kernel refused the advice
 
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
+    """The C library, None where there is none to be had.
+
+    By glibc's soname first: `find_library` runs `ldconfig -p` in a child process (at every
+    command's start, were it asked first), only where that soname does not load (musl).
+    """
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        pass
+    from ctypes import util
+
+    try:
+        return ctypes.CDLL(util.find_library("c") or "libc.so.6")
     except OSError:
         return None
 

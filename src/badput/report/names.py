@@ -22,12 +22,11 @@ that tells a pinned copy from a pageable one, at any width. Elision never cuts a
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import hashlib
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,12 +125,24 @@ _CXX_LIBRARIES = ("libstdc++.so.6", "libc++.1.dylib", "libc++.dylib")
 _MAX_MANGLED = 16_384
 
 
+def _cxx_libraries() -> Iterator[str | None]:
+    """The C++ runtime's sonames to load, then the one `find_library` finds.
+
+    `find_library` runs `ldconfig -p` in a child process: it is asked only where no soname
+    loads.
+    """
+    yield from _CXX_LIBRARIES
+    from ctypes import util
+
+    yield util.find_library("stdc++")
+
+
 @functools.cache
 def _cxa_demangle() -> Callable[[str], str | None] | None:
     """`__cxa_demangle` of the C++ runtime through ctypes, or None where there is none."""
     if sys.platform == "win32":
         return None
-    for name in (*_CXX_LIBRARIES, ctypes.util.find_library("stdc++")):
+    for name in _cxx_libraries():
         if not name:
             continue
         try:
