@@ -1380,12 +1380,12 @@ static void index_children(scan_state *st, int32_t at) {
     lnode *nodes = st->nodes;
     uint32_t shortest = UINT32_MAX, longest = 0;
     int m = 0, m_long = 0;
-    for (int32_t a = nodes[at].child; a >= 0 && m < MAX_INDEXED; a = nodes[a].sibling, m++) {
+    for (int32_t a = nodes[at].child; a >= 0; a = nodes[a].sibling, m++) {
         if (nodes[a].len < shortest) shortest = nodes[a].len;
         if (nodes[a].len > longest) longest = nodes[a].len;
         if (nodes[a].len >= 8) m_long++;
     }
-    if (m < 2 || (m_long < 2 && shortest == 0)) return;
+    if (m < 2 || shortest == 0) return; /* an empty literal: its children searched in order */
     uint32_t width = m_long >= 2 ? 8 : shortest;
     uint64_t mask = width == 8 ? ~0ULL : (1ULL << (8 * width)) - 1;
     uint32_t best = 0, best_found = 0, best_short = UINT32_MAX;
