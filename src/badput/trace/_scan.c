@@ -1357,8 +1357,8 @@ static uint64_t window_of(const scan_state *st, const lnode *n, uint32_t apart, 
 #define MAX_APART 64   /* where a window may begin, at most (its choice stays cheap) */
 #define MAX_REINDEX 8  /* tables a node builds again when a new child shares a hash */
 
-/* A node's short children: those of its first MAX_INDEXED (and of the ones added after)
- * whose literal ends before `least`, the first N_SHORTS of them. */
+/* A node's children whose literal ends before its window does (`least`): the first
+ * N_SHORTS of them, in the order they are added; the others are found by the search. */
 static void add_short(lnode *p, int32_t k) {
     for (int i = 0; i < N_SHORTS; i++) {
         if (p->shorts[i] < 0) {
@@ -2286,9 +2286,9 @@ static PyMethodDef methods[] = {
     {"layouts_matched", layouts_matched, METH_NOARGS,
      "layouts_matched() -> int: events matched against learnt layouts since the module loaded."},
     {"layouts_searched", layouts_searched, METH_NOARGS,
-     "layouts_searched() -> int: steps of matched layouts whose next step was searched among "
-     "all of a node's children, one by one (its child table did not find it), since the "
-     "module loaded."},
+     "layouts_searched() -> int: steps of layout matching that searched all of a node's "
+     "children one by one, found or not (neither its child table nor its short children had "
+     "the next step), since the module loaded."},
     {"layouts", layouts, METH_O,
      "layouts(on) -> bool: whether events are matched against the layouts learnt in their "
      "piece (on by default; BADPUT_NO_LAYOUTS=1 turns it off); returns the setting before."},
