@@ -80,8 +80,9 @@ def _libc() -> ctypes.CDLL | None:
         pass
     from ctypes import util
 
+    name = util.find_library("c")
     try:
-        return ctypes.CDLL(util.find_library("c") or "libc.so.6")
+        return ctypes.CDLL(name) if name else None
     except OSError:
         return None
 
