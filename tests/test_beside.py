@@ -206,7 +206,7 @@ def test_a_graph_waiting_for_a_failed_analysis_gets_its_error() -> None:
     trace = load_trace(str(reference(SHARED_TRACES / name)))
     (device,) = analyze_trace(trace, jobs=1, critical_paths=False)
     assert device.timeline is not None and device.timeline.tree is not None
-    early = device_mod._EarlyPath(trace, device.timeline.tree, device.device, 2, None)
+    early = device_mod._EarlyPath(trace, device.timeline.tree, device.device, 2)
     w0 = device.window_start_ns
     early.start(w0, w0 + device.window_ns, [s.name for s in device.steps])
     early.failed(RuntimeError("the analysis broke"))
@@ -385,6 +385,69 @@ def test_blocking_calls_found_once_beside_the_path(monkeypatch: pytest.MonkeyPat
     assert len(got) > 0
     alone = outcome_of(trace, analyze_trace(trace, jobs=1), jobs=1)
     assert [f.id for f in outcome.findings[0]] == [f.id for f in alone.findings[0]]
+
+
+def test_a_lone_gpus_analysis_goes_on_while_its_blocking_calls_are_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On two threads the window is handed over as soon as it is chosen: the kernel classes
+    are found while the blocking calls still are, and the calls reach the path."""
+    import badput.analysis.device as device_mod
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+    classified = threading.Event()
+    waited: list[bool] = []
+    calls_in, classify = device_mod.blocking_calls_in, device_mod.classify_kernels
+
+    def blocking_calls_in(*args: Any, **kwargs: Any) -> Any:
+        waited.append(classified.wait(timeout=20))  # the classes come first, or never
+        return calls_in(*args, **kwargs)
+
+    def classify_kernels(*args: Any, **kwargs: Any) -> Any:
+        classified.set()
+        return classify(*args, **kwargs)
+
+    monkeypatch.setattr(device_mod, "blocking_calls_in", blocking_calls_in)
+    monkeypatch.setattr(device_mod, "classify_kernels", classify_kernels)
+    _, paths = device_mod.analyze_with_paths(trace, jobs=2)
+    assert waited == [True]
+    (path,) = paths
+    assert path is not None
+    got = path.blocking()
+    (device,) = analyze_trace(trace, jobs=1, critical_paths=False)
+    want = blocking_calls(trace, device)
+    assert got is not None and len(got) == len(want) > 0
+    assert np.array_equal(got.rows, want.rows)
+    alone = analyze_trace(trace, jobs=1)[0].critical_path
+    assert alone is not None and path.result().length_ns == alone.length_ns > 0
+
+
+def test_a_failed_window_search_reaches_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window is searched for on the helper thread: its error reaches the caller, which
+    does not wait on for a window that never comes."""
+    import badput.analysis.device as device_mod
+
+    name = "kineto-resnet50/worker0.1623143089861.pt.trace.json.gz"
+    trace = load_trace(str(reference(SHARED_TRACES / name)))
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("no window")
+
+    monkeypatch.setattr(device_mod, "choose_window", broken)
+    raised: list[BaseException] = []
+
+    def analyze() -> None:
+        try:
+            device_mod.analyze_with_paths(trace, jobs=2)
+        except BaseException as e:
+            raised.append(e)
+
+    caller = threading.Thread(target=analyze, daemon=True)
+    caller.start()
+    caller.join(timeout=60)
+    assert not caller.is_alive(), "the caller still waits for the window"
+    assert [str(e) for e in raised] == ["no window"]
 
 
 def test_blocking_found_early_is_taken_only_for_the_same_idle_time() -> None:

@@ -272,7 +272,10 @@ class _FoundBlocking:
 
 
 def _host_window_blocking(
-    trace: Trace, device: int, spec: WindowSpec | None
+    trace: Trace,
+    device: int,
+    spec: WindowSpec | None,
+    chosen: Future[tuple[_Host, WindowChoice]] | None = None,
 ) -> tuple[_Host, WindowChoice, _FoundBlocking | None]:
     """The host's interval sets, a GPU's window (`_window_of`), its blocking calls in it.
 
@@ -282,10 +285,23 @@ def _host_window_blocking(
     whatever their classes), its DataLoader part as `_analyze_device` finds it. Found here,
     beside the launch tree, they are not found after it (where the analysis and the graph
     fill both cores).
+
+    `chosen`, where given, gets the host's sets and the window as soon as they are found
+    (or the error that ended the search), before the calls: the caller goes on with them
+    while the calls are found.
     """
-    host = _host(trace)
-    gpu_rows = np.flatnonzero(is_kind(trace.kind, GPU_ACTIVITY_KINDS) & (trace.device == device))
-    choice = _window_of(trace, host, device, spec, gpu_rows)
+    try:
+        host = _host(trace)
+        gpu_rows = np.flatnonzero(
+            is_kind(trace.kind, GPU_ACTIVITY_KINDS) & (trace.device == device)
+        )
+        choice = _window_of(trace, host, device, spec, gpu_rows)
+    except BaseException as e:
+        if chosen is not None:
+            chosen.set_exception(e)
+        raise
+    if chosen is not None:
+        chosen.set_result((host, choice))
     w0, w1 = choice.start_ns, choice.end_ns
     if w1 <= w0:
         return host, choice, None
@@ -553,12 +569,14 @@ def _analyze_lone(
     """`_analyze` of a lone GPU on two threads or more, its critical path found beside.
 
     Its window is chosen beside the launch tree, and its graph started from them beside the
-    kernel classes and the rest of its analysis.
+    kernel classes and the rest of its analysis. The blocking calls in the window are found
+    on after the window is handed over, beside the graph's start and the kernel classes.
     """
-    host_window = Beside(jobs, _host_window_blocking, trace, device, window)
+    chosen: Future[tuple[_Host, WindowChoice]] = Future()
+    host_window = Beside(jobs, _host_window_blocking, trace, device, window, chosen)
     tree = launch_tree(trace)
-    host, choice, found = host_window.result()
-    early = _EarlyPath(trace, tree, device, jobs, found)
+    host, choice = chosen.result()  # jobs > 1: being found on the helper thread
+    early = _EarlyPath(trace, tree, device, jobs)
     try:
         early.start(choice.start_ns, choice.end_ns, list(choice.steps.names))
         classes = classify_kernels(trace, tree, rules)
@@ -566,10 +584,11 @@ def _analyze_lone(
             trace, host, device, window, tree, classes, classes.comm_mask(len(trace)),
             _mostly_hip(trace), jobs, choice=choice, with_launch=True,
         )  # fmt: skip
+        found = host_window.result()[2]
     except BaseException as e:  # a graph waiting for this analysis must not wait on
         early.failed(e)
         raise
-    return [d], [early.path(d)]
+    return [d], [early.path(d, found)]
 
 
 def _path_beside(
@@ -592,17 +611,16 @@ class _EarlyPath:
     (`path`) and has their idle time; else found then, from the analysis.
     """
 
-    def __init__(
-        self, trace: Trace, tree: LaunchTree, device: int, jobs: int, found: _FoundBlocking | None
-    ) -> None:
+    def __init__(self, trace: Trace, tree: LaunchTree, device: int, jobs: int) -> None:
         self.trace, self.tree, self.device, self.jobs = trace, tree, device, jobs
-        self.analysis: Future[DeviceAnalysis] = Future()
-        self.blocking: Beside[BlockingCalls | None] = Beside(1, lambda: self._blocking(found))
+        # The analysis, and the blocking calls found beside the launch tree (`path`).
+        self.analysis: Future[tuple[DeviceAnalysis, _FoundBlocking | None]] = Future()
+        self.blocking: Beside[BlockingCalls | None] = Beside(1, self._blocking)
         self.graph: Beside[DependencyGraph] | None = None
 
-    def _blocking(self, found: _FoundBlocking | None) -> BlockingCalls | None:
-        """The analysis's blocking calls: those `found` before it where it has their idle."""
-        analysis = self.analysis.result()
+    def _blocking(self) -> BlockingCalls | None:
+        """The analysis's blocking calls: those found before it where it has their idle."""
+        analysis, found = self.analysis.result()
         calls = found.calls_of(analysis) if found is not None else None
         return calls if calls is not None else blocking_of(self.trace, analysis)
 
@@ -620,9 +638,12 @@ class _EarlyPath:
         if not self.analysis.done():
             self.analysis.set_exception(error)
 
-    def path(self, analysis: DeviceAnalysis) -> PathBeside | None:
-        """The path of `analysis` (the analysis whose window started the graph)."""
-        self.analysis.set_result(analysis)
+    def path(self, analysis: DeviceAnalysis, found: _FoundBlocking | None) -> PathBeside | None:
+        """The path of `analysis` (the analysis whose window started the graph).
+
+        `found`: the blocking calls found beside the launch tree, if any (`_FoundBlocking`).
+        """
+        self.analysis.set_result((analysis, found))
         graph = self.graph
         if graph is None or analysis.goodput is None or analysis.timeline is None:
             return None
