@@ -8,6 +8,7 @@ usual shutdown waits for it).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,43 @@ def test_the_command_process_collects_rarely(command: str, tmp_path: Path) -> No
     threshold, default = first.split()
     assert state == ("True True " + (threshold if command == "analyze" else default))
     assert int(threshold) > int(default)
+
+
+_THREADS_AFTER = (
+    "import os, sys\n"
+    "{setup}\n"
+    "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+)
+
+
+def _threads_after(setup: str, *env: tuple[str, str]) -> tuple[int, str]:
+    """The threads of a fresh process after `setup`, and its OPENBLAS_NUM_THREADS then."""
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    environ.update(env)
+    done = subprocess.run(
+        [sys.executable, "-c", _THREADS_AFTER.format(setup=setup)],
+        capture_output=True, text=True, timeout=_TIMEOUT_S, env=environ,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    threads, value = done.stdout.split()
+    return int(threads), value
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/task").is_dir() or len(os.sched_getaffinity(0)) < 2,
+    reason="counts a process's threads in /proc, with two cores or more",
+)
+def test_a_trace_command_imports_numpy_with_one_blas_thread() -> None:
+    # numpy's OpenBLAS starts a thread per core as it loads, each spinning for work a while:
+    # a trace command's process imports numpy with one (badput makes no BLAS call), and its
+    # children inherit the environment as it was; a value the user set stands.
+    plain, _ = _threads_after("import numpy")
+    if plain == 1:
+        pytest.skip("this numpy's BLAS starts no threads of its own")
+    ours = "sys.argv = ['badput', 'analyze']\nimport badput.cli as c\nc._numpy_on_one_blas_thread()"
+    assert _threads_after(ours) == (1, "None")
+    two = ("OPENBLAS_NUM_THREADS", "2")
+    later = ours + "\nimport numpy"  # imported later, as the user's value has it
+    assert _threads_after(later, two) == _threads_after("import numpy", two) == (2, "2")
