@@ -148,6 +148,7 @@ def test_cuts_that_do_not_hold_are_retried(monkeypatch: pytest.MonkeyPatch) -> N
             self._view = memoryview(text)
             self._size = len(text)
             self._released = 0
+            self.ahead = []
 
         def release(self, end: int) -> None:
             pass
@@ -184,6 +185,7 @@ def test_scans_run_ahead_of_the_merge_by_the_spare_pieces() -> None:
             self._view = memoryview(text)
             self._size = len(text)
             self._released = 0
+            self.ahead = []
 
         def piece(self, pos: int, min_end: int) -> _pieces.Piece:
             asked.append(pos)

@@ -99,11 +99,13 @@ def _trim() -> Callable[[int], int] | None:
     return trim
 
 
-def keep_freed_memory() -> bool:
+def keep_freed_memory(numpy_too: bool = True) -> bool:
     """Serve large arrays from the heap and keep freed memory there; False where it cannot.
 
     For a process that is badput's own (a command), never inside a user's job: the heap
     then holds its peak until the process ends, less what `give_back_free_memory` returns.
+    `numpy_too`: numpy is imported to be told (False: the heap alone, numpy not imported
+    yet; a second call with it tells numpy).
     """
     libc = _libc()
     try:
@@ -112,7 +114,8 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    _no_huge_page_advice()
+    if numpy_too:
+        _no_huge_page_advice()
     try:  # no mmap per large array (the heap serves them), no trim as each is freed, and
         # one heap for every thread (a piece scanned on one thread, freed on another)
         kept = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))

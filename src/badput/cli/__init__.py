@@ -28,6 +28,10 @@ def main() -> int:
 
     gc.disable()
     try:
+        if sys.argv[1:2] == ["analyze"]:  # its trace's first pieces scanned beside the imports
+            from badput.trace import _early
+
+            _early.start(sys.argv[2:])
         if sys.argv[1:2] and sys.argv[1] in TRACE_COMMANDS:
             _numpy_on_one_blas_thread()
         from badput.cli.app import main as run

@@ -54,7 +54,7 @@ def analyze_path(
         0.0715
     """
     from badput.trace import load_trace
-    from badput.trace._pieces import default_read_jobs
+    from badput.trace._mapped import default_read_jobs
 
     jobs = read_jobs if read_jobs is not None else default_read_jobs()
     if jobs > 1:

@@ -122,7 +122,11 @@ def scan_run(buffer: bytes | memoryview, start: int, first: bool) -> Run | None:
     """
     if not RUN_AVAILABLE or os.environ.get("BADPUT_NO_C_SCAN"):
         return None
-    result = _scan.scan_events(buffer, start, first)
+    return run_of(_scan.scan_events(buffer, start, first), buffer)
+
+
+def run_of(result: tuple[Any, ...], buffer: bytes | memoryview) -> Run:
+    """The `Run` of what the C scanner's `scan_events` returned for `buffer`."""
     n = len(_COLUMNS) + 4
     return Run(_scanned(result[:n], buffer), result[n], RunStatus(result[n + 1]), result[n + 2])
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import mmap
 import os
 import queue
 import re
@@ -41,10 +40,24 @@ from typing import IO, Any, Protocol
 
 import msgspec
 
-from badput.trace import _fastscan, _limits
+from badput.trace import _early, _fastscan, _limits
 from badput.trace._fastscan import RunStatus
 from badput.trace._kineto_columns import _Columns
-from badput.trace._kineto_json import _EMPTY, _EVENTS_KEY, _decode_document, _Document
+from badput.trace._kineto_json import _EMPTY, _decode_document, _Document
+from badput.trace._mapped import (
+    _CUT,
+    _WS,
+    HEAD_BYTES,
+    MAX_PIECE_BYTES,
+    PIECE_BYTES,
+    Ahead,
+    MappedText,
+    NotFast,
+    Piece,
+    _cut_in,
+    default_read_jobs,
+    events_array,
+)
 
 __all__ = [
     "HEAD_BYTES",
@@ -57,12 +70,6 @@ __all__ = [
     "usable",
 ]
 
-#: Bytes of text per piece (the scanner's unit of work and of parallelism).
-PIECE_BYTES = 8 << 20
-#: A piece grows up to this while no place to cut is found; past it, the complete path reads.
-MAX_PIECE_BYTES = 8 * PIECE_BYTES
-#: The `"traceEvents": [` key must begin within this many bytes of the start.
-HEAD_BYTES = 64 << 20
 #: A gzipped file is inflated in chunks of this many pieces (a piece inside one is not copied).
 CHUNKS_PER_PIECE = 4
 #: Chunks a thread inflates ahead of the reader (two jobs or more).
@@ -75,14 +82,7 @@ SPARE_PIECES = 3
 #: Bytes on each side of where two chunks meet searched for a cut across them.
 _SEAM = 64
 
-_CUT = re.compile(rb",[ \t\r\n]*\{")
 _SPACE = re.compile(rb"[ \t\r\n]*")
-_WS = b" \t\r\n"
-_PAGE = mmap.PAGESIZE
-
-
-class NotFast(Exception):
-    """The fast path cannot read this text; read it the complete way."""
 
 
 class Malformed(Exception):
@@ -115,19 +115,6 @@ def _malformed(piece: Piece, at: int, gzipped: bool) -> Malformed | None:
     return None
 
 
-#: The most threads `default_read_jobs` gives: past it the merging thread is the bottleneck.
-MAX_DEFAULT_JOBS = 8
-
-
-def default_read_jobs() -> int:
-    """Threads for one trace: the CPUs this process may run on, at most `MAX_DEFAULT_JOBS`."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_DEFAULT_JOBS))
-
-
 def usable() -> bool:
     """Whether the fast path can run: the C scanner is built with `scan_events` and is on."""
     return _fastscan.scan_run(b"]", 0, True) is not None
@@ -155,72 +142,6 @@ class Text(Protocol):
     def size_hint(self) -> int:
         """The length of the whole text: exact when mapped, estimated when inflated."""
         ...
-
-
-@dataclass
-class Piece:
-    """`data` is the text from offset `base` (of the whole text) to `end`."""
-
-    base: int
-    data: memoryview | bytes
-    last: bool  # `end` is the end of the text
-
-    @property
-    def end(self) -> int:
-        return self.base + len(self.data)
-
-
-def _cut_in(buf: bytes | bytearray | memoryview | mmap.mmap, lo: int, hi: int) -> int:
-    """The offset of the `{` of the first cut in `buf[lo:hi]`, or -1."""
-    m = _CUT.search(buf, lo, hi)
-    return -1 if m is None else int(m.end()) - 1
-
-
-class MappedText:
-    """A plain file, memory-mapped read-only; pieces are views of the mapping."""
-
-    def __init__(self, fileno: int, piece_bytes: int = PIECE_BYTES) -> None:
-        self._piece_bytes = piece_bytes
-        try:
-            self._map = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
-        except (ValueError, OSError) as e:  # an empty file, or one that cannot be mapped
-            raise NotFast(str(e)) from None
-        self._view = memoryview(self._map)
-        self._size = len(self._map)
-        self._released = 0
-
-    def head(self, n: int) -> bytes:
-        return bytes(self._view[:n])
-
-    def piece(self, pos: int, min_end: int) -> Piece:
-        target = max(pos + self._piece_bytes, min_end)
-        if target >= self._size:
-            return Piece(pos, self._view[pos:], True)
-        hi = min(self._size, target + MAX_PIECE_BYTES)
-        cut = _cut_in(self._map, target, hi)
-        if cut < 0:
-            if hi < self._size:
-                raise NotFast("no place to cut")
-            return Piece(pos, self._view[pos:], True)
-        return Piece(pos, self._view[pos:cut], False)
-
-    def release(self, end: int) -> None:
-        lo = self._released // _PAGE * _PAGE
-        hi = end // _PAGE * _PAGE
-        if hi > lo and hasattr(mmap, "MADV_DONTNEED"):
-            self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-            self._released = hi
-
-    def rest(self, pos: int) -> bytes:
-        return bytes(self._view[pos:])
-
-    def size_hint(self) -> int:
-        return self._size
-
-    def close(self) -> None:
-        self._view.release()
-        with contextlib.suppress(BufferError):  # a view still held (by a traceback, say)
-            self._map.close()  # otherwise closed when it is freed
 
 
 class _Reader(Protocol):
@@ -443,11 +364,11 @@ def open_text(
     Pieces are of `piece_bytes` (and up to the next place to cut). With `jobs` of 2 or more a
     gzipped text is inflated ahead on a thread of its own.
     """
-    text: MappedText | StreamText = (
-        StreamText(_inflater(stream), piece_bytes, stream, ahead=jobs > 1)
-        if gzipped
-        else MappedText(stream.fileno(), piece_bytes)
-    )
+    text: MappedText | StreamText
+    if gzipped:
+        text = StreamText(_inflater(stream), piece_bytes, stream, ahead=jobs > 1)
+    else:  # mapped already, its first pieces being scanned, where the command began so
+        text = _early.take(stream.fileno(), piece_bytes) or MappedText(stream.fileno(), piece_bytes)
     try:
         yield text
     finally:
@@ -474,7 +395,16 @@ def _inflater(raw: IO[bytes]) -> _Reader:
 class _Slot:
     piece: Piece
     first: bool
-    result: Future[_fastscan.Run | None] | _fastscan.Run | None
+    result: Future[_fastscan.Run | None] | Ahead | _fastscan.Run | None
+
+    def run(self) -> _fastscan.Run | None:
+        """The piece's scan (waiting for it where it runs on another thread)."""
+        result = self.result
+        if isinstance(result, Future):
+            return result.result()
+        if isinstance(result, Ahead):  # scanned before this reader came (`_early`)
+            return _fastscan.run_of(result.raw(), result.piece.data)
+        return result
 
 
 def read_events(
@@ -500,27 +430,7 @@ def read_events(
         NotFast: read the file the complete way.
         Malformed: the events array is not valid JSON (where, in the whole text).
     """
-    for n in (1 << 20, HEAD_BYTES):  # the key is near the start; look further only if not
-        head = text.head(n)
-        body = head.lstrip(_WS)
-        if not body:
-            raise NotFast("empty, or only whitespace in its first bytes")
-        if body[:1] == b"[":
-            array = len(head) - len(body)
-            prefix = None
-            break
-        if body[:1] != b"{":
-            raise NotFast("not JSON")
-        match = _EVENTS_KEY.search(head)
-        if match is not None:
-            array = match.end() - 1
-            prefix = head[:array]
-            break
-        if len(head) < n:
-            raise NotFast("no traceEvents array")
-    else:
-        raise NotFast("no traceEvents array in the head")
-    del head, body
+    array, prefix = events_array(text)
     end = _scan_array(text, array + 1, columns, jobs, slow, progress)
     rest = text.rest(end)
     if progress is not None:
@@ -558,6 +468,11 @@ def _scan_array(
     pending: deque[_Slot] = deque()
     pos, first, min_end = start, True, 0  # where the next piece to schedule begins
     scheduled_last = False
+    # Pieces scanned before this reader came (`_early`): taken as if scheduled here.
+    for ahead in text.take_ahead(start) if isinstance(text, MappedText) else ():
+        pending.append(_Slot(ahead.piece, ahead.first, ahead))
+        pos, first, min_end = ahead.piece.end, False, 0
+        scheduled_last = ahead.piece.last
     try:
         while True:
             while not scheduled_last and len(pending) < (jobs + SPARE_PIECES if pool else 1):
@@ -569,7 +484,7 @@ def _scan_array(
             if not pending:
                 raise NotFast("the text ends inside the array")
             slot = pending.popleft()
-            run = slot.result.result() if isinstance(slot.result, Future) else slot.result
+            run = slot.run()
             piece = slot.piece
             if run is None or run.scanned is None:
                 raise NotFast("the scanner is off, or a name is not UTF-8")
@@ -638,6 +553,6 @@ def _too_long(scanned: _fastscan.Scanned) -> bool:
 def _drop(pending: deque[_Slot]) -> None:
     """Forget scheduled pieces (a running scan finishes; its result is not used)."""
     for slot in pending:
-        if isinstance(slot.result, Future):
+        if isinstance(slot.result, Future | Ahead):
             slot.result.cancel()
     pending.clear()

@@ -19,7 +19,7 @@ import msgspec
 from badput._memory import give_back_free_memory
 from badput.errors import TraceFormatError
 from badput.trace._files import is_regular_file, require_regular_file
-from badput.trace._pieces import default_read_jobs
+from badput.trace._mapped import default_read_jobs
 from badput.trace._step_ranges import mark_step_ranges
 from badput.trace.kineto import read_kineto
 from badput.trace.model import Trace
