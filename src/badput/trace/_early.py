@@ -79,9 +79,10 @@ class _Early:
 def start(argv: list[str], piece_bytes: int = PIECE_BYTES) -> None:
     """Begin scanning the one plain Kineto trace `argv` (an `analyze` command's) names.
 
-    Only with two CPUs or more and two read jobs or more (`--jobs`, or its default), the
-    local executor, and exactly one argument naming a plain `.json` file whose head holds
-    an events array; threads: the read jobs less one (this thread goes on importing).
+    Only with two CPUs or more and two read jobs or more (`--jobs`, or its default), no
+    `--executor` given (the local one), and exactly one argument naming a plain `.json`
+    file whose head holds an events array; threads: the read jobs less one (this thread
+    goes on importing).
     `piece_bytes`: as the reader will cut them (else it takes none of them).
     """
     global _started
@@ -159,7 +160,10 @@ def _start(argv: list[str], piece_bytes: int) -> _Early | None:
 
 
 def _jobs(argv: list[str]) -> int | None:
-    """`--jobs N` (`--jobs=N`, `-j N`, `-jN`) of `argv`; None where not given or unread."""
+    """`--jobs N` (`--jobs=N`, `-j N`, `-jN`) of `argv`; None where not given.
+
+    0 where N is no number (the command line refuses it).
+    """
     for i, a in enumerate(argv):
         value = None
         if a in ("--jobs", "-j") and i + 1 < len(argv):
