@@ -33,8 +33,8 @@ import numpy.typing as npt
 from badput.analysis.critical_path import BREAKDOWN_KEYS, EDGE_TYPES
 from badput.errors import BadputError, TraceFormatError
 from badput.report.json_report import us
-from badput.trace._kineto_json import _EVENTS_KEY
 from badput.trace._limits import check_held, held_bytes_limit, nesting_error
+from badput.trace._mapped import EVENTS_KEY
 from badput.trace._squeeze import StringState
 from badput.trace.kineto import _SQUEEZE_AFTER, CHUNK_BYTES, _json_problem, _Source
 from badput.trace.kineto import _open as _open_trace
@@ -513,7 +513,7 @@ class _Copy:
             # Only the last '"traceEvents"' begun before this read can complete in it.
             begun = head.rfind(b'"traceEvents"', 0, searched)
             pos = begun if begun >= 0 else max(0, searched - 16)
-            while match := _EVENTS_KEY.search(head, pos):
+            while match := EVENTS_KEY.search(head, pos):
                 try:
                     fields = msgspec.json.decode(
                         bytes(head[: match.end()]) + b"]}", type=dict[str, msgspec.Raw]

@@ -14,7 +14,6 @@ import msgspec
 import numpy as np
 
 from badput._text import is_ascii_digits
-from badput.trace._mapped import EVENTS_KEY
 from badput.trace.model import NO_ID, EventKind, FlowPhase
 
 _EMPTY = msgspec.Raw(b"")
@@ -64,7 +63,6 @@ _PHASE_BY_PH: dict[str, int] = {
     "I": int(FlowPhase.INSTANT),
 }
 
-_EVENTS_KEY = EVENTS_KEY
 _STREAM_LABEL = re.compile(r"^\s*stream\s+(-?\d+)\s*$", re.IGNORECASE)
 
 

@@ -47,7 +47,6 @@ from badput.trace._kineto_json import _EMPTY, _decode_document, _Document
 from badput.trace._mapped import (
     _CUT,
     _WS,
-    HEAD_BYTES,
     MAX_PIECE_BYTES,
     PIECE_BYTES,
     Ahead,
@@ -55,16 +54,13 @@ from badput.trace._mapped import (
     NotFast,
     Piece,
     _cut_in,
-    default_read_jobs,
     events_array,
 )
 
 __all__ = [
-    "HEAD_BYTES",
     "PIECE_BYTES",
     "Malformed",
     "NotFast",
-    "default_read_jobs",
     "open_text",
     "read_events",
     "usable",

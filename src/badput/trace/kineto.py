@@ -55,7 +55,6 @@ from badput.trace._kineto_columns import (
 )
 from badput.trace._kineto_json import (
     _EMPTY,
-    _EVENTS_KEY,
     _as_int,
     _decode_any,
     _decode_document,
@@ -67,6 +66,7 @@ from badput.trace._kineto_json import (
     _safe_decode,
 )
 from badput.trace._limits import check_held, held_bytes_limit, nesting_error
+from badput.trace._mapped import EVENTS_KEY, PIECE_BYTES
 from badput.trace._squeeze import StringState
 from badput.trace.model import Trace
 
@@ -74,8 +74,8 @@ __all__ = ["CHUNK_BYTES", "read_kineto"]
 
 I64 = npt.NDArray[np.int64]
 
-#: Bytes read per piece of the events array.
-CHUNK_BYTES = 8 << 20
+#: Bytes read per piece of the events array (the pieces `_early` scans are cut the same).
+CHUNK_BYTES = PIECE_BYTES
 # Bytes held without a place to cut before whitespace between tokens is squeezed out of them.
 _SQUEEZE_AFTER = 4 * CHUNK_BYTES
 _WS = b" \t\r\n"
@@ -299,7 +299,7 @@ def _read_document(
             break
         # Only the last '"traceEvents"' begun before this chunk can complete in it.
         begun = head.rfind(b'"traceEvents"', 0, searched)
-        match = _EVENTS_KEY.search(head, begun if begun >= 0 else max(0, searched - 16))
+        match = EVENTS_KEY.search(head, begun if begun >= 0 else max(0, searched - 16))
         if match:
             start = match.end() - 1
             break
