@@ -86,6 +86,48 @@ def test_pieces_scanned_early_give_the_same_trace(
     assert _early._started is None
 
 
+def test_the_reader_scans_on_while_it_merges_the_early_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The early pieces are done: the reader cuts (and its pool scans) its own next
+    `jobs + SPARE_PIECES` pieces before it merges the first of them, not once they are
+    merged (a core idle meanwhile), and keeps as many ahead of the merge, no more."""
+    from badput.trace import _kineto_columns
+
+    events = [
+        f'{{"ph": "X", "cat": "cpu_op", "name": "op{i % 7}", "pid": 1, "tid": 2, '
+        f'"ts": {10 * i}, "dur": 5, "args": {{"External id": {i}}}}}'
+        for i in range(2000)
+    ]  # plain events: every cut holds (no piece is cut again)
+    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+    want = _complete(path, monkeypatch)
+    taken = _taken(monkeypatch)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 997)
+    _early.start([str(path), "--jobs", "2"], piece_bytes=997)
+    _settled()  # the early threads cut no more pieces: every piece cut from now is the reader's
+    merged: list[int] = []
+    merged_at_cut: list[int] = []
+    add_scanned, cut = _kineto_columns._Columns.add_scanned, _mapped.MappedText.piece
+
+    def spy_merge(self: Any, scanned: Any) -> None:
+        merged.append(1)
+        add_scanned(self, scanned)
+
+    def spy_cut(self: _mapped.MappedText, pos: int, min_end: int) -> _mapped.Piece:
+        merged_at_cut.append(len(merged))
+        return cut(self, pos, min_end)
+
+    monkeypatch.setattr(_kineto_columns._Columns, "add_scanned", spy_merge)
+    monkeypatch.setattr(_mapped.MappedText, "piece", spy_cut)
+    got = kineto.read_kineto(str(path), jobs=2)
+    assert_same_trace(got, want, same_label_ids=False)
+    ahead = 2 + _pieces.SPARE_PIECES
+    assert taken == [_early.MAX_PIECES]
+    assert len(merged) == _early.MAX_PIECES + len(merged_at_cut)  # each piece merged once
+    assert merged_at_cut[:ahead] == [0] * ahead  # the old reader: the first at 28 merged
+    assert max(k - m for k, m in enumerate(merged_at_cut, 1)) == ahead
+
+
 def test_another_file_is_read_as_ever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _write(tmp_path, _events(100, seed=1), compact=True, gz=False, bare=False)
     other = first.rename(tmp_path / "early.json")

@@ -469,9 +469,12 @@ def _scan_array(
         pending.append(_Slot(ahead.piece, ahead.first, ahead))
         pos, first, min_end = ahead.piece.end, False, 0
         scheduled_last = ahead.piece.last
+    # Pieces scheduled and not yet merged, at most. Beyond the early ones (done already): the
+    # pool scans on while this thread merges their columns, not only once they are merged.
+    window = jobs + SPARE_PIECES + len(pending) if pool is not None else 1
     try:
         while True:
-            while not scheduled_last and len(pending) < (jobs + SPARE_PIECES if pool else 1):
+            while not scheduled_last and len(pending) < window:
                 piece = text.piece(pos, min_end)
                 result = pool.submit(_scan, piece, first) if pool else _scan(piece, first)
                 pending.append(_Slot(piece, first, result))
