@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from badput.trace import _early, _mapped, _pieces, kineto
+from badput.trace import _early, _kineto_columns, _mapped, _pieces, kineto
 from test_pieces import _complete, _events, _write
 from test_reader import assert_same_trace
 
@@ -92,8 +92,6 @@ def test_the_reader_scans_on_while_it_merges_the_early_pieces(
     """The early pieces are done: the reader cuts (and its pool scans) its own next
     `jobs + SPARE_PIECES` pieces before it merges the first of them, not once they are
     merged (a core idle meanwhile), and keeps as many ahead of the merge, no more."""
-    from badput.trace import _kineto_columns
-
     events = [
         f'{{"ph": "X", "cat": "cpu_op", "name": "op{i % 7}", "pid": 1, "tid": 2, '
         f'"ts": {10 * i}, "dur": 5, "args": {{"External id": {i}}}}}'
@@ -126,6 +124,40 @@ def test_the_reader_scans_on_while_it_merges_the_early_pieces(
     assert len(merged) == _early.MAX_PIECES + len(merged_at_cut)  # each piece merged once
     assert merged_at_cut[:ahead] == [0] * ahead  # the old reader: the first at 28 merged
     assert max(k - m for k, m in enumerate(merged_at_cut, 1)) == ahead
+
+
+def test_pieces_lost_to_a_cut_that_did_not_hold_are_as_few_as_without_the_early_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cut inside an event (a `},{` in a string) loses the pieces scheduled after it: past
+    the first, the reader schedules `jobs + SPARE_PIECES` again, not as many as the early
+    pieces it took besides."""
+    from collections import Counter
+
+    path = _write(tmp_path, _events(400, seed=13), compact=True, gz=False, bare=False)
+    want = _complete(path, monkeypatch)
+    taken = _taken(monkeypatch)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64)  # shorter than an event: cuts fail often
+    _early.start([str(path), "--jobs", "2"], piece_bytes=64)
+    _settled()
+    merges: list[int] = []
+    cuts: Counter[int] = Counter()  # pieces cut before each merge
+    add_scanned, cut = _kineto_columns._Columns.add_scanned, _mapped.MappedText.piece
+
+    def spy_merge(self: Any, scanned: Any) -> None:
+        merges.append(1)
+        add_scanned(self, scanned)
+
+    def spy_cut(self: _mapped.MappedText, pos: int, min_end: int) -> _mapped.Piece:
+        cuts[len(merges)] += 1
+        return cut(self, pos, min_end)
+
+    monkeypatch.setattr(_kineto_columns._Columns, "add_scanned", spy_merge)
+    monkeypatch.setattr(_mapped.MappedText, "piece", spy_cut)
+    got = kineto.read_kineto(str(path), jobs=2)
+    assert_same_trace(got, want, same_label_ids=False)
+    assert taken == [_early.MAX_PIECES] and len(cuts) > 10
+    assert max(cuts.values()) == 2 + _pieces.SPARE_PIECES  # 37 without the reset
 
 
 def test_another_file_is_read_as_ever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -507,6 +507,7 @@ def _scan_array(
             text.release(at)  # merged up to the event it stopped at
             # The pieces scheduled after this one started at a guess that did not hold.
             _drop(pending)
+            window = min(window, jobs + SPARE_PIECES)  # the early ones are gone: no more lost
             scheduled_last = False
             first = slot.first and run.scanned.seen == 0
             if status is RunStatus.TRUNCATED:
