@@ -86,22 +86,16 @@ def test_pieces_scanned_early_give_the_same_trace(
     assert _early._started is None
 
 
-def test_the_reader_scans_on_while_it_merges_the_early_pieces(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The early pieces are done: the reader cuts (and its pool scans) its own next
-    `jobs + SPARE_PIECES` pieces before it merges the first of them, not once they are
-    merged (a core idle meanwhile), and keeps as many ahead of the merge, no more."""
-    events = [
-        f'{{"ph": "X", "cat": "cpu_op", "name": "op{i % 7}", "pid": 1, "tid": 2, '
-        f'"ts": {10 * i}, "dur": 5, "args": {{"External id": {i}}}}}'
-        for i in range(2000)
-    ]  # plain events: every cut holds (no piece is cut again)
-    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+def _read_with_cuts_counted(
+    path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
+) -> tuple[list[int], list[int], int]:
+    """Read `path` on two jobs once its first pieces (of `piece` bytes) are scanned early,
+    the same trace as the complete way: the pieces the reader took from the early scan, the
+    merges done before each piece it cut itself, and the merges in all."""
     want = _complete(path, monkeypatch)
     taken = _taken(monkeypatch)
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", 997)
-    _early.start([str(path), "--jobs", "2"], piece_bytes=997)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", piece)
+    _early.start([str(path), "--jobs", "2"], piece_bytes=piece)
     _settled()  # the early threads cut no more pieces: every piece cut from now is the reader's
     merged: list[int] = []
     merged_at_cut: list[int] = []
@@ -119,9 +113,25 @@ def test_the_reader_scans_on_while_it_merges_the_early_pieces(
     monkeypatch.setattr(_mapped.MappedText, "piece", spy_cut)
     got = kineto.read_kineto(str(path), jobs=2)
     assert_same_trace(got, want, same_label_ids=False)
+    return taken, merged_at_cut, len(merged)
+
+
+def test_the_reader_scans_on_while_it_merges_the_early_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The early pieces are done: the reader cuts (and its pool scans) its own next
+    `jobs + SPARE_PIECES` pieces before it merges the first of them, not once they are
+    merged (a core idle meanwhile), and keeps as many ahead of the merge, no more."""
+    events = [
+        f'{{"ph": "X", "cat": "cpu_op", "name": "op{i % 7}", "pid": 1, "tid": 2, '
+        f'"ts": {10 * i}, "dur": 5, "args": {{"External id": {i}}}}}'
+        for i in range(2000)
+    ]  # plain events: every cut holds (no piece is cut again)
+    path = _write(tmp_path, events, compact=True, gz=False, bare=False)
+    taken, merged_at_cut, merged = _read_with_cuts_counted(path, monkeypatch, 997)
     ahead = 2 + _pieces.SPARE_PIECES
     assert taken == [_early.MAX_PIECES]
-    assert len(merged) == _early.MAX_PIECES + len(merged_at_cut)  # each piece merged once
+    assert merged == _early.MAX_PIECES + len(merged_at_cut)  # each piece merged once
     assert merged_at_cut[:ahead] == [0] * ahead  # the old reader: the first at 28 merged
     assert max(k - m for k, m in enumerate(merged_at_cut, 1)) == ahead
 
@@ -135,27 +145,9 @@ def test_pieces_lost_to_a_cut_that_did_not_hold_are_as_few_as_without_the_early_
     from collections import Counter
 
     path = _write(tmp_path, _events(400, seed=13), compact=True, gz=False, bare=False)
-    want = _complete(path, monkeypatch)
-    taken = _taken(monkeypatch)
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64)  # shorter than an event: cuts fail often
-    _early.start([str(path), "--jobs", "2"], piece_bytes=64)
-    _settled()
-    merges: list[int] = []
-    cuts: Counter[int] = Counter()  # pieces cut before each merge
-    add_scanned, cut = _kineto_columns._Columns.add_scanned, _mapped.MappedText.piece
-
-    def spy_merge(self: Any, scanned: Any) -> None:
-        merges.append(1)
-        add_scanned(self, scanned)
-
-    def spy_cut(self: _mapped.MappedText, pos: int, min_end: int) -> _mapped.Piece:
-        cuts[len(merges)] += 1
-        return cut(self, pos, min_end)
-
-    monkeypatch.setattr(_kineto_columns._Columns, "add_scanned", spy_merge)
-    monkeypatch.setattr(_mapped.MappedText, "piece", spy_cut)
-    got = kineto.read_kineto(str(path), jobs=2)
-    assert_same_trace(got, want, same_label_ids=False)
+    # Pieces shorter than an event: cuts fail often.
+    taken, merged_at_cut, _ = _read_with_cuts_counted(path, monkeypatch, 64)
+    cuts = Counter(merged_at_cut)  # pieces cut before each merge
     assert taken == [_early.MAX_PIECES] and len(cuts) > 10
     assert max(cuts.values()) == 2 + _pieces.SPARE_PIECES  # 37 without the reset
 
