@@ -7,8 +7,10 @@
  * badput.analysis.intervals), a what-if's host edge weights (shrink), a dependency graph's
  * order keys, node arrays and chain edges (node_keys, graph_nodes, chain_types, for
  * badput.analysis._graph), the time spans cover before each of its host nodes
- * (span_cover), a path's edges with their parts, ops and modules (path_edges), and the step
- * each event belongs to (step_owner).
+ * (span_cover), a path's edges with their parts, ops and modules (path_edges), the step
+ * each event belongs to (step_owner), and the graph the longest-path pass runs on, its nodes
+ * that only add a chain weight folded into the next node of their chain (solver_keep,
+ * solver_chains, solver_weights, solver_path, zero_run).
  *
  * The graph's nodes are numbered in a topological order. Each node has at most one chain edge
  * (from the previous node of its host thread or GPU stream, `pred`, with weight `wchain`) and
@@ -1554,6 +1556,265 @@ static PyObject *step_owner(PyObject *self, PyObject *args) {
     return PyBool_FromLong(ok);
 }
 
+/* The solver graph (critical_path._Solver): the longest-path problem on the nodes it needs.
+ *
+ * A node is contracted where its distance is its chain predecessor's plus its own chain
+ * weight, and no other node reads it: it has a chain predecessor and a chain edge (type not
+ * NO_EDGE), is no lead node, no cross edge leaves or enters it, and its chain goes on past it
+ * to a node with a chain edge. Every other node is kept. Along a chain, the contracted nodes
+ * between two kept ones add their weights into the later one's (weights are not negative
+ * there: distances grow along them, and the longest path's length is a kept node's). */
+
+/* solver_keep(pred, chain_type, no_edge, lead_nodes, src, dst, keep_out) -> kept count
+ *
+ * pred int32 (n), chain_type int8 (n), lead_nodes, src, dst int64; keep_out uint8 (n): 1 for a
+ * kept node, else 0. */
+static PyObject *solver_keep(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    int no_edge;
+    if (!PyArg_ParseTuple(args, "OOiOOOO", &o[0], &o[1], &no_edge, &o[2], &o[3], &o[4], &o[5]))
+        return NULL;
+    static const Py_ssize_t size[6] = {4, 1, 8, 8, 8, 1};
+    buf bs[6];
+    memset(bs, 0, sizeof bs);
+    if (get_all(o, bs, 6, size, 5) < 0) return NULL;
+    const Py_ssize_t n = bs[0].b.len / 4, n_lead = bs[2].b.len / 8, m = bs[3].b.len / 8;
+    if (bs[1].b.len != n || bs[4].b.len / 8 != m || bs[5].b.len != n)
+        return refuse(bs, 6, "solver_keep: arrays of mismatched lengths");
+    const int32_t *pred = bs[0].b.buf;
+    const int8_t *ctype = bs[1].b.buf;
+    const int64_t *lead = bs[2].b.buf, *src = bs[3].b.buf, *dst = bs[4].b.buf;
+    uint8_t *keep = bs[5].b.buf;
+    const char *bad = NULL;
+    Py_ssize_t kept = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* Bit 0: kept; bit 1: a node's chain goes on past it. */
+    memset(keep, 0, (size_t)n);
+    for (Py_ssize_t v = 0; v < n && !bad; v++) {
+        const int32_t p = pred[v];
+        if (p < 0) {
+            keep[v] |= 1;
+            continue;
+        }
+        if (p >= v) {
+            bad = "solver_keep: a chain edge runs against the node order";
+            break;
+        }
+        keep[p] |= 2;
+        if (ctype[v] == no_edge) { /* the path may begin anew here: keep it and what it ends */
+            keep[v] |= 1;
+            keep[p] |= 1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n_lead && !bad; i++) {
+        if (lead[i] < 0 || lead[i] >= n) bad = "solver_keep: a lead node beyond the nodes";
+        else keep[lead[i]] |= 1;
+    }
+    for (Py_ssize_t e = 0; e < m && !bad; e++) {
+        if (src[e] < 0 || src[e] >= n || dst[e] < 0 || dst[e] >= n)
+            bad = "solver_keep: a cross edge beyond the nodes";
+        else {
+            keep[src[e]] |= 1;
+            keep[dst[e]] |= 1;
+        }
+    }
+    if (!bad) {
+        for (Py_ssize_t v = 0; v < n; v++) {
+            const uint8_t k = (keep[v] & 1) || !(keep[v] & 2);
+            keep[v] = k;
+            kept += k;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) return refuse(bs, 6, bad);
+    release(bs, 6);
+    return PyLong_FromSsize_t(kept);
+}
+
+/* solver_chains(pred, keep, w, seg_out, cpred_out, kept_out, weight_out, run_out) -> None
+ *
+ * pred int32 (n), keep uint8 (n, `solver_keep`'s), w int64 (n, the chain weights, not
+ * negative at contracted nodes); seg_out int32 (n): each kept node's index among the kept,
+ * each contracted node's the next kept node's on its chain (whose weight its own adds to);
+ * per kept node: cpred_out int32, the kept node before it on its chain (-1 at a chain's
+ * first), kept_out int64, the node (ascending), weight_out int64, its weight and those of the
+ * contracted nodes before it, run_out int32, how many those are. */
+static PyObject *solver_chains(PyObject *self, PyObject *args) {
+    PyObject *o[8];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7]))
+        return NULL;
+    static const Py_ssize_t size[8] = {4, 1, 8, 4, 4, 8, 8, 4};
+    buf bs[8];
+    memset(bs, 0, sizeof bs);
+    if (get_all(o, bs, 8, size, 3) < 0) return NULL;
+    const Py_ssize_t n = bs[0].b.len / 4, nc = bs[4].b.len / 4;
+    if (bs[1].b.len != n || bs[2].b.len / 8 != n || bs[3].b.len / 4 != n ||
+        bs[5].b.len / 8 != nc || bs[6].b.len / 8 != nc || bs[7].b.len / 4 != nc)
+        return refuse(bs, 8, "solver_chains: arrays of mismatched lengths");
+    const int32_t *pred = bs[0].b.buf;
+    const uint8_t *keep = bs[1].b.buf;
+    const int64_t *w = bs[2].b.buf;
+    int32_t *seg = bs[3].b.buf, *cpred = bs[4].b.buf, *run = bs[7].b.buf;
+    int64_t *kept = bs[5].b.buf, *weight = bs[6].b.buf;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    /* Forward: a kept node's index; a contracted node's, for now, its last kept ancestor's. */
+    Py_ssize_t c = 0;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        const int32_t p = pred[v];
+        if (p >= v) {
+            bad = "solver_chains: a chain edge runs against the node order";
+            break;
+        }
+        if (keep[v]) {
+            if (c >= nc) {
+                bad = "solver_chains: more kept nodes than counted";
+                break;
+            }
+            seg[v] = (int32_t)c;
+            kept[c] = v;
+            cpred[c] = p < 0 ? -1 : seg[p];
+            c++;
+        } else if (p < 0) {
+            bad = "solver_chains: a contracted node begins its chain";
+            break;
+        } else if (w[v] < 0) {
+            bad = "solver_chains: a negative chain weight";
+            break;
+        } else {
+            seg[v] = seg[p];
+        }
+    }
+    if (!bad && c != nc) bad = "solver_chains: fewer kept nodes than counted";
+    /* Backward: a contracted node takes its chain successor's (a later node, done first),
+     * and every node's weight goes to its kept node's. */
+    if (!bad) {
+        memset(weight, 0, (size_t)nc * sizeof(int64_t));
+        memset(run, 0, (size_t)nc * sizeof(int32_t));
+        for (Py_ssize_t v = n - 1; v >= 0; v--) {
+            const int32_t p = pred[v], s = seg[v];
+            weight[s] += w[v];
+            if (!keep[v]) run[s]++;
+            if (p >= 0 && !keep[p]) seg[p] = s;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    return finish(bs, 8, bad);
+}
+
+/* solver_weights(seg, keep, w, out) -> bool
+ *
+ * The solver graph's chain weights: out[c] (int64, zeroed here) is the sum of w (int64, per
+ * node) over the nodes whose seg (int32) is c. False where a contracted node's weight is
+ * negative (the contraction would not hold: the caller solves the whole graph). */
+static PyObject *solver_weights(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    static const Py_ssize_t size[4] = {4, 1, 8, 8};
+    buf bs[4];
+    memset(bs, 0, sizeof bs);
+    if (get_all(o, bs, 4, size, 3) < 0) return NULL;
+    const Py_ssize_t n = bs[0].b.len / 4, nc = bs[3].b.len / 8;
+    if (bs[1].b.len != n || bs[2].b.len / 8 != n)
+        return refuse(bs, 4, "solver_weights: arrays of mismatched lengths");
+    const int32_t *seg = bs[0].b.buf;
+    const uint8_t *keep = bs[1].b.buf;
+    const int64_t *w = bs[2].b.buf;
+    int64_t *out = bs[3].b.buf;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    memset(out, 0, (size_t)nc * sizeof(int64_t));
+    for (Py_ssize_t v = 0; v < n; v++) {
+        const int32_t c = seg[v];
+        if (c < 0 || c >= nc || (!keep[v] && w[v] < 0)) {
+            ok = 0;
+            break;
+        }
+        out[c] += w[v];
+    }
+    Py_END_ALLOW_THREADS
+    release(bs, 4);
+    if (!ok) Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
+/* solver_path(seg, keep, pred, w, flag, cbest, cut, cut_node, nodes_out, how_out) -> count
+ *
+ * The whole graph's path from the solver graph's: a kept node is on it where flag[seg] (int8,
+ * per kept node) is 1 or 2, a contracted one where it is 2 (its kept node was entered by its
+ * chain edge) or where its kept node is `cut` and it is at or before `cut_node` (the path ends
+ * inside that node's chain run). nodes_out (int64, room for them): those nodes, ascending;
+ * how_out (int64, as long): cbest (int64, per kept node) of a kept one, -2 (its chain edge)
+ * of the others. pred and w (the chain weights, int64) are only checked for their lengths. */
+static PyObject *solver_path(PyObject *self, PyObject *args) {
+    PyObject *o[8];
+    Py_ssize_t cut, cut_node;
+    if (!PyArg_ParseTuple(args, "OOOOOOnnOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &cut,
+                          &cut_node, &o[6], &o[7]))
+        return NULL;
+    static const Py_ssize_t size[8] = {4, 1, 4, 8, 1, 8, 8, 8};
+    buf bs[8];
+    memset(bs, 0, sizeof bs);
+    if (get_all(o, bs, 8, size, 6) < 0) return NULL;
+    const Py_ssize_t n = bs[0].b.len / 4, nc = bs[4].b.len, room = bs[6].b.len / 8;
+    if (bs[1].b.len != n || bs[2].b.len / 4 != n || bs[3].b.len / 8 != n ||
+        bs[5].b.len / 8 != nc || bs[7].b.len / 8 != room)
+        return refuse(bs, 8, "solver_path: arrays of mismatched lengths");
+    const int32_t *seg = bs[0].b.buf;
+    const uint8_t *keep = bs[1].b.buf;
+    const int8_t *flag = bs[4].b.buf;
+    const int64_t *cbest = bs[5].b.buf;
+    int64_t *nodes = bs[6].b.buf, *how = bs[7].b.buf;
+    Py_ssize_t count = 0;
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v < n; v++) {
+        const int32_t c = seg[v];
+        if (c < 0 || c >= nc) {
+            bad = "solver_path: a node's kept node beyond the kept";
+            break;
+        }
+        const int8_t f = flag[c];
+        const int on = keep[v] ? f >= 1 : f == 2 || (c == cut && v <= cut_node);
+        if (!on) continue;
+        if (count >= room) {
+            bad = "solver_path: more nodes on the path than room for them";
+            break;
+        }
+        nodes[count] = v;
+        how[count++] = keep[v] ? cbest[c] : -2;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) return refuse(bs, 8, bad);
+    release(bs, 8);
+    return PyLong_FromSsize_t(count);
+}
+
+/* zero_run(pred, keep, w, node) -> node
+ *
+ * The first node of the chain run into `node` (entered by its chain edge) over which the
+ * distance stays the same: back through contracted predecessors while the chain weight is 0
+ * (pred int32, keep uint8, w int64, per node). */
+static PyObject *zero_run(PyObject *self, PyObject *args) {
+    PyObject *o[3];
+    Py_ssize_t v;
+    if (!PyArg_ParseTuple(args, "OOOn", &o[0], &o[1], &o[2], &v)) return NULL;
+    static const Py_ssize_t size[3] = {4, 1, 8};
+    buf bs[3];
+    memset(bs, 0, sizeof bs);
+    if (get_all(o, bs, 3, size, 3) < 0) return NULL;
+    const Py_ssize_t n = bs[0].b.len / 4;
+    if (bs[1].b.len != n || bs[2].b.len / 8 != n || v < 0 || v >= n)
+        return refuse(bs, 3, "zero_run: bad arguments");
+    const int32_t *pred = bs[0].b.buf;
+    const uint8_t *keep = bs[1].b.buf;
+    const int64_t *w = bs[2].b.buf;
+    while (w[v] == 0 && pred[v] >= 0 && pred[v] < v && !keep[pred[v]]) v = pred[v];
+    release(bs, 3);
+    return PyLong_FromSsize_t(v);
+}
+
 static PyMethodDef methods[] = {
     {"longest", longest, METH_VARARGS, "Longest path to every node, and how it arrives."},
     {"owner_lengths", owner_lengths, METH_VARARGS, "Longest path of each owner's own graph."},
@@ -1577,6 +1838,11 @@ static PyMethodDef methods[] = {
     {"graph_nodes", graph_nodes, METH_VARARGS, "A graph's node arrays from its order."},
     {"chain_types", chain_types, METH_VARARGS, "Each graph node's chain edge type and weight."},
     {"span_cover", span_cover, METH_VARARGS, "Time a chain's spans cover before each host node."},
+    {"solver_keep", solver_keep, METH_VARARGS, "The nodes the solver graph keeps."},
+    {"solver_chains", solver_chains, METH_VARARGS, "The solver graph's nodes and chains."},
+    {"solver_weights", solver_weights, METH_VARARGS, "The solver graph's chain weights."},
+    {"solver_path", solver_path, METH_VARARGS, "The whole graph's path from the solver's."},
+    {"zero_run", zero_run, METH_VARARGS, "The first node of a zero-weight chain run."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -26,7 +26,9 @@ has a start and an end node per host op or runtime call and per GPU activity, an
 
 The path is the longest through this DAG (any start, any end). Its length splits exactly into
 `BREAKDOWN_KEYS` by the types of its edges. The longest path is one pass over the nodes in
-order in C (`_paths.c`); without the extension, a dynamic program along the chains (threads
+order in C (`_paths.c`), over those a path needs (`_Solver`: a node that only adds its chain
+weight to its predecessor's distance adds it into the next kept node's weight instead), read
+back onto the whole graph; without the extension, a dynamic program along the chains (threads
 and streams): within a block of nodes, a segmented running maximum per chain, repeated until
 the cross edges settle (as many rounds as the path hops between chains in the block, plus
 one), so numpy does the work and no Python runs per event. `what_if` recomputes the length
@@ -36,6 +38,7 @@ after a finding's fix given as shrunk edges (`GraphChange`).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -137,6 +140,8 @@ _SHRINK_BLOCK = 1 << 18
 #: of the host edges with time inside them alone (a DataLoader's spans cover about a tenth of
 #: DLRM's 4.8 million): the others lie outside them.
 SpanCache = dict[bytes, tuple[npt.NDArray[np.int32], I64, I64]]
+#: What every what-if of a path starts from (`_what_if_in`), and its graph's `_Solver`.
+WhatIfBase = dict[str, Any]
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,9 +208,7 @@ class CriticalPath:
     # What-ifs over the same spans share their coverage (`_span_time`), by the spans' rows.
     # Given where what-ifs ran in the graph before the path was found (`PathBeside`).
     _spans: SpanCache = field(default_factory=dict, repr=False, compare=False)
-    _what_if_base: dict[str, npt.NDArray[Any]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
+    _what_if_base: WhatIfBase = field(default_factory=dict, repr=False, compare=False)
 
     def drop_what_if_caches(self) -> None:
         """Forget what the what-ifs keep between calls; a later what-if makes them again.
@@ -419,7 +422,7 @@ def critical_path(
     jobs: int = 1,
     graph: Callable[[], DependencyGraph] | None = None,
     blocking: Callable[[], BlockingCalls | None] | None = None,
-    what_if_caches: tuple[SpanCache, dict[str, npt.NDArray[Any]]] | None = None,
+    what_if_caches: tuple[SpanCache, WhatIfBase] | None = None,
 ) -> CriticalPath:
     """The critical path of one GPU's window, its breakdown, its top ops and per-step lengths.
 
@@ -495,9 +498,10 @@ def critical_path(
         steps = [(s.name, 0) for s in analysis.steps]
         return CriticalPath(0, zero, [], steps, np.zeros(0, np.int64), empty, g, warnings)
 
+    spans, base = what_if_caches if what_if_caches is not None else ({}, {})
     step_paths = Beside(jobs, _step_lengths, trace, tree, g, analysis)
     has_chain = g.chain_type != NO_EDGE
-    length, nodes, how = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_))
+    length, nodes, how = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_), base)
     del has_chain
     rows = _rows_of(len(trace), g.event_row[g.node_event[nodes]])
     edges, parts, ops, modules = _path_edges(trace, tree, g, nodes, how, classes)
@@ -519,15 +523,9 @@ def critical_path(
         graph=g,
         warnings=warnings,
         blocking=found_calls,
-        **_caches(what_if_caches),
+        _spans=spans,
+        _what_if_base=base,
     )
-
-
-def _caches(
-    given: tuple[SpanCache, dict[str, npt.NDArray[Any]]] | None,
-) -> dict[str, Any]:
-    """`CriticalPath`'s what-if cache fields: those given, else its own new ones."""
-    return {} if given is None else {"_spans": given[0], "_what_if_base": given[1]}
 
 
 class PathBeside:
@@ -552,7 +550,7 @@ class PathBeside:
         self._graph = graph
         self._blocking = blocking
         self._spans: SpanCache = {}
-        self._base: dict[str, npt.NDArray[Any]] = {}
+        self._base: WhatIfBase = {}
         caches = (self._spans, self._base)
         self._path: Beside[CriticalPath] = Beside(
             jobs, lambda: critical_path(
@@ -678,11 +676,15 @@ def _lengths(
     return _longest(g, chain_ok, edge_ok, chain_w, edge_w, lead)[0]
 
 
-def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[int, I64, I64]:
+def _path(
+    g: DependencyGraph, chain_ok: Bools, edge_ok: Bools, base: WhatIfBase | None = None
+) -> tuple[int, I64, I64]:
     """The longest path's length, its nodes and how the path enters each.
 
     The nodes ascend (the graph's topological order); how: `-1` (the path starts there),
     `-2` (its chain edge) or the index of the cross edge (into the graph's edge arrays).
+    In C on the graph's `_Solver` (kept in `base`, which the what-ifs share), then read back
+    onto the whole graph: the same path as the whole graph's pass finds.
     """
     if not _use_c():
         dist, origin, best = _longest(g, chain_ok, edge_ok)
@@ -691,23 +693,206 @@ def _path(g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[int, I64
         how[np.searchsorted(nodes, chain_in)] = -2
         how[np.searchsorted(nodes, g.edge_dst[cross])] = cross
         return int(dist.max()), nodes, how
-    dist, in_edge = _distances(g, chain_ok, edge_ok)
-    assert in_edge is not None  # asked for
-    best = in_edge
-    end = int(np.argmax(dist))
-    length = int(dist[end])
-    out = dist  # the distances are done with: the path's nodes go into their node-sized array
-    del dist
-    count = c_paths().backtrack(
-        best,
-        np.ascontiguousarray(g.chain_pred, dtype=np.int32),
-        np.ascontiguousarray(g.edge_src, dtype=np.int64),
-        end,
-        out,
-    )
-    nodes = out[:count][::-1].copy()
-    del out
-    return length, nodes, best[nodes]
+    return _solver_of(g, {} if base is None else base).path(g, chain_ok, edge_ok)
+
+
+#: One thread builds a graph's `_Solver`; another that asks meanwhile waits for it.
+_SOLVER_LOCK = threading.Lock()
+
+
+def _solver_of(g: DependencyGraph, base: WhatIfBase) -> _Solver:
+    """`g`'s `_Solver`, made once and kept in `base` (a path's what-if base)."""
+    with _SOLVER_LOCK:
+        found = base.get("solver")
+        if found is None:
+            found = base["solver"] = _Solver.of(g)
+    assert isinstance(found, _Solver)
+    return found
+
+
+@dataclass(frozen=True, eq=False)
+class _Solver:
+    """A graph's longest-path problem on the nodes it needs, for the C pass (`_paths.c`).
+
+    A node whose distance is its chain predecessor's plus its own chain weight, that no cross
+    edge leaves or enters, that no path begins at, and after which its chain goes on, is
+    contracted: its weight adds into the next kept node's on its chain. Distances grow along
+    contracted nodes (their weights are not negative), so the longest path's length is a kept
+    node's, and the path through a contracted node is its chain's. Host ops with no launch
+    or sync of their own are most of a graph's nodes: the kept ones are 15-21 % of the nodes
+    of the benchmark's 1 GB shapes, and each pass (the path, every what-if) reads that many.
+
+    Attributes:
+        keep: 1 where a node is kept (uint8, per node).
+        seg: per node, the index among the kept nodes of itself where kept, else of the next
+            kept node on its chain (whose weight its own adds to).
+        kept: the kept nodes, ascending.
+        pred: per kept node, the kept node before it on its chain (its index), `NO_ID` at a
+            chain's first.
+        lead_nodes: the graph's lead nodes as kept indices (the same order).
+        src, dst: the cross edges' ends as kept indices (the same edges, the same order).
+        wait: 1 where a cross edge is an event wait (uint8).
+        weight: the graph's chain weights, summed per kept node.
+        run: per kept node, how many contracted nodes come before it on its chain since the
+            kept node before it (their weights are in its own).
+    """
+
+    keep: npt.NDArray[np.uint8]
+    seg: I32
+    kept: I64
+    pred: I32
+    lead_nodes: I64
+    src: I64
+    dst: I64
+    wait: npt.NDArray[np.uint8]
+    weight: I64
+    run: I32
+
+    @staticmethod
+    def of(g: DependencyGraph) -> _Solver:
+        """The solver of `g` (with the C helpers)."""
+        fast = c_paths()
+        pred = np.ascontiguousarray(g.chain_pred, dtype=np.int32)
+        keep = np.empty(len(g), dtype=np.uint8)
+        n_kept = fast.solver_keep(
+            pred,
+            np.ascontiguousarray(g.chain_type, dtype=np.int8),
+            NO_EDGE,
+            np.ascontiguousarray(g.lead_nodes, dtype=np.int64),
+            np.ascontiguousarray(g.edge_src, dtype=np.int64),
+            np.ascontiguousarray(g.edge_dst, dtype=np.int64),
+            keep,
+        )
+        seg = np.empty(len(g), dtype=np.int32)
+        kept_pred = np.empty(n_kept, dtype=np.int32)
+        kept = np.empty(n_kept, dtype=np.int64)
+        weight = np.empty(n_kept, dtype=np.int64)
+        run = np.empty(n_kept, dtype=np.int32)
+        chain_w = np.ascontiguousarray(g.chain_weight_ns, dtype=np.int64)
+        fast.solver_chains(pred, keep, chain_w, seg, kept_pred, kept, weight, run)
+        return _Solver(
+            keep=keep,
+            seg=seg,
+            kept=kept,
+            pred=kept_pred,
+            lead_nodes=seg[g.lead_nodes].astype(np.int64),
+            src=seg[g.edge_src].astype(np.int64),
+            dst=seg[g.edge_dst].astype(np.int64),
+            wait=np.ascontiguousarray(g.edge_type == EVENT_WAIT).view(np.uint8),
+            weight=weight,
+            run=run,
+        )
+
+    def weights(self, chain_w: I64) -> I64 | None:
+        """A what-if's chain weights (per node) summed per kept node.
+
+        None where a contracted node's is negative (its distance would not be its
+        predecessor's plus it).
+        """
+        out = np.empty(self.kept.shape[0], dtype=np.int64)
+        ok = c_paths().solver_weights(
+            self.seg, self.keep, np.ascontiguousarray(chain_w, dtype=np.int64), out
+        )
+        return out if ok else None
+
+    def changed(self, g: DependencyGraph, changes: list[tuple[Ints, I64]]) -> I64 | None:
+        """The solver's weights with some nodes' chain weights changed.
+
+        `changes`: (nodes, their new weights) each, apart. Each change's difference goes into
+        its kept node's weight: no pass over every node. None where a contracted node's new
+        weight is negative.
+        """
+        out = self.weight.copy()
+        for nodes, new in changes:
+            if nodes.shape[0] == 0:
+                continue
+            if int(new.min()) < 0 and bool((new[self.keep[nodes] == 0] < 0).any()):
+                return None
+            np.add.at(out, self.seg[nodes], new - g.chain_weight_ns[nodes])
+        return out
+
+    def distances(
+        self,
+        chain_ok: Bools,
+        edge_ok: Bools,
+        chain_w: I64,
+        edge_w: I64,
+        lead: I64,
+        with_best: bool,
+    ) -> tuple[I64, I64 | None]:
+        """`_distances` over the kept nodes: `chain_ok` and `chain_w` per kept node."""
+        n = self.kept.shape[0]
+        dist = np.empty(n, dtype=np.int64)
+        best = np.empty(n, dtype=np.int64) if with_best else None
+        c_paths().longest(
+            self.pred,
+            np.ascontiguousarray(chain_w, dtype=np.int64),
+            flags(chain_ok),
+            self.lead_nodes,
+            np.ascontiguousarray(lead, dtype=np.int64),
+            self.src,
+            self.dst,
+            np.ascontiguousarray(edge_w, dtype=np.int64),
+            flags(edge_ok),
+            self.wait,
+            dist,
+            best,
+        )
+        return dist, best
+
+    def path(self, g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[int, I64, I64]:
+        """`_path` of `g` (its own weights; `chain_ok` per node of `g`).
+
+        The path ends where the whole graph's pass ends it: at the first node with the
+        largest distance, which may be a contracted node where the weights after it to its
+        kept node are 0.
+        """
+        fast = c_paths()
+        dist, best = self.distances(
+            chain_ok[self.kept], edge_ok, self.weight, g.edge_weight_ns, g.lead_ns, True
+        )
+        assert best is not None  # asked for
+        length = int(dist.max())
+        tied = np.flatnonzero(dist == length)
+        del dist
+        first = int(tied[0])
+        # Only a kept node entered by its chain from before the first tied one can hold an
+        # earlier node of that distance in its run.
+        tied = tied[(self.pred[tied] < first) & (self.pred[tied] >= 0) & (best[tied] == -2)]
+        chain_pred = np.ascontiguousarray(g.chain_pred, dtype=np.int32)
+        chain_w = np.ascontiguousarray(g.chain_weight_ns, dtype=np.int64)
+        end, end_kept = int(self.kept[first]), first
+        if best[first] == -2:
+            end = fast.zero_run(chain_pred, self.keep, chain_w, end)
+        for c in tied.tolist():
+            at = fast.zero_run(chain_pred, self.keep, chain_w, int(self.kept[c]))
+            if at < end:
+                end, end_kept = at, c
+        cut, cut_node = -1, -1
+        last = end_kept
+        if end != int(self.kept[end_kept]):  # inside the run into end_kept: from its pred on
+            cut, cut_node, last = end_kept, end, int(self.pred[end_kept])
+        out = np.empty(self.kept.shape[0], dtype=np.int64)
+        count = fast.backtrack(best, self.pred, self.src, last, out)
+        on = out[:count]
+        del out
+        flag = np.zeros(self.kept.shape[0], dtype=np.int8)
+        flag[on] = 1
+        by_chain = on[best[on] == -2]
+        flag[by_chain] = 2  # entered by its chain: its run is on the path too
+        # At most this many nodes: the kept ones, their runs, and the run the path ends in.
+        most = on.shape[0] + int(self.run[by_chain].sum()) + (int(self.run[cut]) if cut >= 0 else 0)
+        del on, by_chain
+        nodes = np.empty(most, dtype=np.int64)
+        how = np.empty(most, dtype=np.int64)
+        count = fast.solver_path(
+            self.seg, self.keep, chain_pred, chain_w, flag, best, cut, cut_node, nodes, how
+        )
+        return length, nodes[:count], how[:count]
+
+    def length(self, chain_ok: Bools, edge_ok: Bools, chain_w: I64, edge_w: I64, lead: I64) -> int:
+        """The longest path's length with a what-if's weights (per kept node)."""
+        return int(self.distances(chain_ok, edge_ok, chain_w, edge_w, lead, False)[0].max())
 
 
 def _longest(
@@ -1227,7 +1412,7 @@ def _what_if_in(
     trace: Trace,
     g: DependencyGraph,
     span_cache: SpanCache,
-    base: dict[str, npt.NDArray[Any]],
+    base: WhatIfBase,
     change: GraphChange,
 ) -> int:
     """`what_if` in the graph `g`, with the caches of its what-ifs, filled on first use.
@@ -1237,7 +1422,7 @@ def _what_if_in(
     """
     if len(g) == 0:
         return 0
-    if not base:  # what every what-if of this path starts from, made once
+    if "chain_ok" not in base:  # what every what-if of this path starts from, made once
         # A stream runs its activities in order whatever the host does: where the measured
         # graph replaced the stream's own order by a launch delay (its queue was empty), the
         # what-if keeps the order too, at no weight (HTA's graph, for measured times, need not).
@@ -1256,7 +1441,13 @@ def _what_if_in(
             span_cache.clear()  # one set of spans kept: the findings ask for one or two
             span_cache[key] = _span_weights(trace, g, spans)
     edge_ok = np.ones(g.edge_src.shape[0], dtype=np.bool_)
-    chain_w = g.chain_weight_ns.copy()  # 0 where no chain edge (`build_graph`)
+    # The chain weights: a copy of the graph's, changed in place (0 where no chain edge:
+    # `build_graph`); with C, unless every host edge changes, the changed edges' new weights
+    # alone, which go into the graph's `_Solver`'s.
+    solver = _solver_of(g, base) if _use_c() else None
+    changed: list[tuple[Ints, I64]] = []
+    dense = solver is None or (host_change and change.all_host)
+    chain_w = g.chain_weight_ns.copy() if dense else None
     edge_w = g.edge_weight_ns  # the graph's own unless launch delays go (not changed in place)
     lead = g.lead_ns.copy()
     if change.gpu_rows.shape[0]:
@@ -1271,19 +1462,33 @@ def _what_if_in(
         hit = rows[at] == gpu_row
         del gpu_row
         v = gpu[hit]
-        chain_w[v] = np.round(chain_w[v] * scale[at[hit]]).astype(np.int64)
+        new_w = np.round(g.chain_weight_ns[v] * scale[at[hit]]).astype(np.int64)
+        if chain_w is None:
+            changed.append((v, new_w))
+        else:
+            chain_w[v] = new_w
+        del new_w
     if host_change:
         # The host edges with time inside the spans (the cache's); with `all_host` the others
         # too, all of whose time is outside them.
         host_edge, edges_in, leads_in = span_cache[key]
-        if change.all_host:
-            _scale_outside(g, host_edge, chain_w, change.host_scale)
-        if _use_c():  # one pass in place, the same weights
-            c_paths().shrink(host_edge, edges_in, chain_w, change.host_scale, change.all_host)
+        if chain_w is None:  # those edges' new weights alone (host and GPU edges are apart)
+            new_w = g.chain_weight_ns[host_edge]
+            at_edge = np.arange(host_edge.shape[0], dtype=np.int32)
+            c_paths().shrink(at_edge, edges_in, new_w, change.host_scale, False)
+            changed.append((host_edge, new_w))
+            del new_w, at_edge
         else:
-            for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # a block at a time: no
-                edges = host_edge[a : a + _SHRINK_BLOCK]  # copies of all host edges at once
-                chain_w[edges] = _shrunk(change, edges_in[a : a + _SHRINK_BLOCK], chain_w[edges])
+            if change.all_host:
+                _scale_outside(g, host_edge, chain_w, change.host_scale)
+            if _use_c():  # one pass in place, the same weights
+                c_paths().shrink(host_edge, edges_in, chain_w, change.host_scale, change.all_host)
+            else:
+                for a in range(0, host_edge.shape[0], _SHRINK_BLOCK):  # a block at a time: no
+                    edges = host_edge[a : a + _SHRINK_BLOCK]  # copies of all host edges at once
+                    chain_w[edges] = _shrunk(
+                        change, edges_in[a : a + _SHRINK_BLOCK], chain_w[edges]
+                    )
         lead = _shrunk(change, leads_in, lead)
     if change.unblock_rows.shape[0]:
         # The sync edges into the calls' end nodes go: found from the sync edges (thousands),
@@ -1297,6 +1502,17 @@ def _what_if_in(
         edge_ok[sync[call_end]] = False
     if change.no_launch_delay:
         edge_w = np.where(g.edge_type == LAUNCH_DELAY, 0, edge_w)
+    if solver is not None:  # the graph's solver (the path's, where it was found first)
+        if "solver_chain_ok" not in base:
+            base["solver_chain_ok"] = chain_ok[solver.kept]
+        w = solver.weights(chain_w) if chain_w is not None else solver.changed(g, changed)
+        if w is not None:
+            return solver.length(base["solver_chain_ok"], edge_ok, w, edge_w, lead)
+        if chain_w is None:  # a contracted edge's weight went negative: the whole graph
+            chain_w = g.chain_weight_ns.copy()
+            for nodes, new_w in changed:
+                chain_w[nodes] = new_w
+    assert chain_w is not None
     return int(_lengths(g, chain_ok, edge_ok, chain_w, edge_w, lead, scratch=True).max())
 
 
