@@ -206,7 +206,7 @@ def test_a_graph_waiting_for_a_failed_analysis_gets_its_error() -> None:
     trace = load_trace(str(reference(SHARED_TRACES / name)))
     (device,) = analyze_trace(trace, jobs=1, critical_paths=False)
     assert device.timeline is not None and device.timeline.tree is not None
-    early = device_mod._EarlyPath(trace, device.timeline.tree, device.device, 2)
+    early = device_mod._EarlyPath(trace, device.timeline.tree, device.device, 2, True)
     w0 = device.window_start_ns
     early.start(w0, w0 + device.window_ns, [s.name for s in device.steps])
     early.failed(RuntimeError("the analysis broke"))

@@ -10,6 +10,8 @@ path, its length and every what-if's length equal those of the whole graph's C p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,8 @@ from badput.analysis._graph import (
     DependencyGraph,
 )
 from badput.analysis._nesting import c_paths
+from badput.analysis.device import analyze_trace
+from badput.trace import load_trace
 
 pytestmark = pytest.mark.skipif(c_paths() is None, reason="the C helpers are not built")
 
@@ -218,3 +222,25 @@ def test_a_negative_weight_on_a_contracted_node_is_refused() -> None:
     # On a kept node a negative weight is as the whole graph's pass takes it.
     w = solver.changed(g, [(np.array([3]), np.array([-1], dtype=np.int64))])
     assert w is not None and w.tolist() == [0, 11]
+
+
+def test_a_path_without_its_edges_reports_the_same(shared_traces: Path) -> None:
+    # What `badput analyze` asks for (its outcome is compact): no rows and edges kept, the
+    # same length, parts, ops, modules, steps and what-ifs; on one and two threads.
+    path = next(iter(sorted(shared_traces.glob("param-dlrm-8rank/*worker0*.json.gz"))))
+    trace = load_trace(str(path))
+    for jobs in (1, 2):
+        full = analyze_trace(trace, jobs=jobs)[0].critical_path
+        lean = analyze_trace(trace, jobs=jobs, path_edges=False)[0].critical_path
+        assert full is not None and lean is not None
+        assert len(full.edges) > 500 and full.rows.shape[0] > 500
+        assert len(lean.edges) == 0 and lean.rows.shape[0] == 0 and lean.graph is not None
+        assert (lean.length_ns, lean.breakdown_ns, lean.top_ops, lean.top_modules, lean.steps) == (
+            full.length_ns,
+            full.breakdown_ns,
+            full.top_ops,
+            full.top_modules,
+            full.steps,
+        )
+        change = cp.GraphChange(all_host=True, host_scale=0.5)
+        assert cp.what_if(trace, lean, change) == cp.what_if(trace, full, change)

@@ -423,6 +423,7 @@ def critical_path(
     graph: Callable[[], DependencyGraph] | None = None,
     blocking: Callable[[], BlockingCalls | None] | None = None,
     what_if_caches: tuple[SpanCache, WhatIfBase] | None = None,
+    path_edges: bool = True,
 ) -> CriticalPath:
     """The critical path of one GPU's window, its breakdown, its top ops and per-step lengths.
 
@@ -444,6 +445,9 @@ def critical_path(
         blocking: with `graph`, gives the analysis's blocking calls (those the graph used).
         what_if_caches: the caches of what-ifs already run in the graph (`PathBeside`), for
             the path to hold; new ones by default.
+        path_edges: False keeps neither the path's rows nor its edges (millions of each on a
+            1 GB trace), as `compact` would not, but its graph for the what-ifs: what a
+            report of the path's length, parts, ops and steps needs.
 
     Returns:
         The path; a trace without host events gives the GPU's own path, one without GPU
@@ -512,6 +516,8 @@ def critical_path(
     top_ops = _top_ops(trace, ops, edges.weight_ns)
     top_modules = _top_modules(tree, modules, edges.weight_ns)
     del parts, ops, modules
+    if not path_edges:
+        rows, edges = np.zeros(0, np.int64), _no_edges()
     return CriticalPath(
         length_ns=length,
         breakdown_ns=breakdown_ns,
@@ -546,6 +552,7 @@ class PathBeside:
         tree: LaunchTree,
         graph: Callable[[], DependencyGraph],
         blocking: Callable[[], BlockingCalls | None],
+        path_edges: bool = True,
     ) -> None:
         self._graph = graph
         self._blocking = blocking
@@ -555,7 +562,7 @@ class PathBeside:
         self._path: Beside[CriticalPath] = Beside(
             jobs, lambda: critical_path(
                 trace, analysis, tree, jobs=jobs, graph=graph, blocking=blocking,
-                what_if_caches=caches,
+                what_if_caches=caches, path_edges=path_edges,
             )
         )  # fmt: skip
 

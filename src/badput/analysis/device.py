@@ -453,6 +453,7 @@ def analyze_trace(
     rules: ClassRules | None = None,
     jobs: int = 1,
     critical_paths: bool = True,
+    path_edges: bool = True,
 ) -> list[DeviceAnalysis]:
     """Analyze every GPU of a trace.
 
@@ -468,6 +469,8 @@ def analyze_trace(
             The results are the same for any number.
         critical_paths: False leaves each GPU's critical path (`DeviceAnalysis.critical_path`)
             to the caller, who may find it beside other work (`critical_path`).
+        path_edges: False keeps no path's rows and edges (`critical_path`'s `path_edges`):
+            for a caller that reports the paths, not draws them.
 
     Returns:
         One result per GPU with activity, by device index; a trace without GPU activity gives
@@ -478,7 +481,9 @@ def analyze_trace(
         >>> [d.goodput for d in analyze_trace(load_trace("trace.json.gz"))]  # doctest: +SKIP
         [0.5551]
     """
-    return _analyze(trace, window, model, rules, jobs, critical_paths, paths_beside=False)[0]
+    return _analyze(
+        trace, window, model, rules, jobs, critical_paths, paths_beside=False, path_edges=path_edges
+    )[0]
 
 
 def analyze_with_paths(
@@ -487,6 +492,7 @@ def analyze_with_paths(
     *,
     rules: ClassRules | None = None,
     jobs: int = 1,
+    path_edges: bool = True,
 ) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | PathBeside | None]]:
     """`analyze_trace` without critical paths, and each GPU's path being found beside.
 
@@ -494,13 +500,16 @@ def analyze_with_paths(
     path) is started as soon as its window is chosen, beside the rest of its analysis, and
     the path found on from it; several GPUs' paths are each found when first asked (one
     graph held at a time). With one job, each path is found when first asked. The analyses
-    and the paths are those of `analyze_trace` (the same graph, from the same window).
+    and the paths are those of `analyze_trace` (the same graph, from the same window);
+    `path_edges` as there.
 
     Returns:
         The analyses (`critical_path` None), and per analysis its path, None where it has
         none (no window, no launch tree).
     """
-    return _analyze(trace, window, True, rules, jobs, False, paths_beside=True)
+    return _analyze(
+        trace, window, True, rules, jobs, False, paths_beside=True, path_edges=path_edges
+    )
 
 
 def _analyze(
@@ -512,6 +521,7 @@ def _analyze(
     critical_paths: bool,
     *,
     paths_beside: bool,
+    path_edges: bool = True,
 ) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | PathBeside | None]]:
     devices = trace.devices()
     if not devices:
@@ -538,7 +548,7 @@ def _analyze(
         want = ANALYSIS_HEAP_BYTES_PER_ROW * len(trace)
         populate_heap(min(want, available_memory_bytes() // 2), jobs)
     if paths_beside and jobs > 1 and len(devices) == 1 and model:
-        return _analyze_lone(trace, devices[0], window, rules, jobs)
+        return _analyze_lone(trace, devices[0], window, rules, jobs, path_edges)
     host_sets = Beside(jobs, _host, trace)
     tree = launch_tree(trace) if model else None
     classes = classify_kernels(trace, tree, rules)
@@ -555,16 +565,21 @@ def _analyze(
         launch = Beside(jobs, launch_stats, trace, d, tree)
         path = None
         if critical_paths and d.goodput is not None:
-            path = critical_path(trace, d, tree, jobs=jobs)
+            path = critical_path(trace, d, tree, jobs=jobs, path_edges=path_edges)
         done.append(dataclasses.replace(d, launch=launch.result(), critical_path=path))
     if not paths_beside:
         return done, [None] * len(done)
     now = jobs if len(done) == 1 else 1
-    return done, [_path_beside(trace, d, tree, now, jobs) for d in done]
+    return done, [_path_beside(trace, d, tree, now, jobs, path_edges) for d in done]
 
 
 def _analyze_lone(
-    trace: Trace, device: int, window: WindowSpec | None, rules: ClassRules | None, jobs: int
+    trace: Trace,
+    device: int,
+    window: WindowSpec | None,
+    rules: ClassRules | None,
+    jobs: int,
+    path_edges: bool,
 ) -> tuple[list[DeviceAnalysis], list[Beside[CriticalPath] | PathBeside | None]]:
     """`_analyze` of a lone GPU on two threads or more, its critical path found beside.
 
@@ -576,7 +591,7 @@ def _analyze_lone(
     host_window = Beside(jobs, _host_window_blocking, trace, device, window, chosen)
     tree = launch_tree(trace)
     host, choice = chosen.result()  # jobs > 1: being found on the helper thread
-    early = _EarlyPath(trace, tree, device, jobs)
+    early = _EarlyPath(trace, tree, device, jobs, path_edges)
     try:
         early.start(choice.start_ns, choice.end_ns, list(choice.steps.names))
         classes = classify_kernels(trace, tree, rules)
@@ -592,7 +607,12 @@ def _analyze_lone(
 
 
 def _path_beside(
-    trace: Trace, analysis: DeviceAnalysis, tree: LaunchTree, start: int, jobs: int
+    trace: Trace,
+    analysis: DeviceAnalysis,
+    tree: LaunchTree,
+    start: int,
+    jobs: int,
+    path_edges: bool,
 ) -> Beside[CriticalPath] | None:
     """The GPU's critical path (None where it has none), found with `jobs` threads.
 
@@ -600,7 +620,9 @@ def _path_beside(
     """
     if analysis.goodput is None or analysis.timeline is None:
         return None
-    return Beside(start, lambda: critical_path(trace, analysis, tree, jobs=jobs))
+    return Beside(
+        start, lambda: critical_path(trace, analysis, tree, jobs=jobs, path_edges=path_edges)
+    )
 
 
 class _EarlyPath:
@@ -611,8 +633,11 @@ class _EarlyPath:
     (`path`) and has their idle time; else found then, from the analysis.
     """
 
-    def __init__(self, trace: Trace, tree: LaunchTree, device: int, jobs: int) -> None:
+    def __init__(
+        self, trace: Trace, tree: LaunchTree, device: int, jobs: int, path_edges: bool
+    ) -> None:
         self.trace, self.tree, self.device, self.jobs = trace, tree, device, jobs
+        self.path_edges = path_edges
         # The analysis, and the blocking calls found beside the launch tree (`path`).
         self.analysis: Future[tuple[DeviceAnalysis, _FoundBlocking | None]] = Future()
         self.blocking: Beside[BlockingCalls | None] = Beside(1, self._blocking)
@@ -648,5 +673,6 @@ class _EarlyPath:
         if graph is None or analysis.goodput is None or analysis.timeline is None:
             return None
         return PathBeside(
-            self.jobs, self.trace, analysis, self.tree, graph.result, self.blocking.result
-        )
+            self.jobs, self.trace, analysis, self.tree, graph.result, self.blocking.result,
+            self.path_edges,
+        )  # fmt: skip

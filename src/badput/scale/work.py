@@ -70,8 +70,10 @@ def analyze_path(
         from badput.analysis.device import analyze_with_paths
         from badput.diagnose import outcome_of
 
+        # The outcome holds no path's rows and edges (`RankOutcome` is compact): its paths
+        # keep none from the start (tens of MB of a 1 GB trace's, through the diagnosis).
         if jobs <= 1:
-            devices = analyze_trace(trace, spec, rules=rules, jobs=jobs)
+            devices = analyze_trace(trace, spec, rules=rules, jobs=jobs, path_edges=False)
             return outcome_of(trace, devices, top=top, jobs=jobs)
         # On two cores or more, each GPU's critical path is found beside its analysis and
         # diagnosis (the rules need it only for their what-ifs): a lone GPU's graph started
@@ -83,7 +85,7 @@ def analyze_path(
         # The memory timelines need the trace alone: found beside from the start, they fill
         # the helper thread's wait for the launch tree.
         memory = Beside(jobs, memory_timelines, trace)
-        devices, paths = analyze_with_paths(trace, spec, rules=rules, jobs=jobs)
+        devices, paths = analyze_with_paths(trace, spec, rules=rules, jobs=jobs, path_edges=False)
         return outcome_of(trace, devices, top=top, jobs=jobs, paths=paths, memory=memory)
     except TraceFormatError as e:
         from badput.diagnose import RankOutcome
