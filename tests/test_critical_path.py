@@ -693,16 +693,21 @@ def test_graph_arrays_equal_with_and_without_the_c_helpers(
     for numpy_only in (False, True):
         _numpy_paths(monkeypatch, numpy_only)
         made.append(cp._path_edges(trace, tree, fast, nodes, how, classes))
-    (c_edges, *c_rest), (np_edges, *np_rest) = made
+        # Without the edges kept: their totals alone, the same.
+        made.append(cp._path_edges(trace, tree, fast, nodes, how, classes, keep=False))
+    (c_edges, c_totals), (c_none, c_alone), (np_edges, np_totals), (np_none, np_alone) = made
+    assert c_none is None and np_none is None
+    assert c_edges is not None and np_edges is not None
     assert len(c_edges) == len(nodes) - (0 if (fast.lead_nodes == nodes[0]).any() else 1)
     for f in dataclasses.fields(c_edges):
         a, b = getattr(c_edges, f.name), getattr(np_edges, f.name)
         assert a.dtype == b.dtype, f.name
         np.testing.assert_array_equal(a, b, err_msg=f.name)
-    for a, b in zip(c_rest, np_rest, strict=True):  # parts, op rows, modules
-        assert a.dtype == b.dtype
-        np.testing.assert_array_equal(a, b)
-    assert (c_rest[1] >= 0).any()  # some edges have their op
+    for totals in (np_totals, c_alone, np_alone):  # per part, op name and module
+        for f in dataclasses.fields(c_totals):
+            np.testing.assert_array_equal(getattr(c_totals, f.name), getattr(totals, f.name))
+    assert int(c_totals.part_ns.sum()) == int(c_edges.weight_ns.sum())
+    assert int(c_totals.op_ns.sum()) > 0  # some edges have their op
     # Each step's own path: one C pass (owner_lengths) against numpy's masks and reduction.
     steps = []
     for numpy_only in (False, True):

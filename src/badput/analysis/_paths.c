@@ -1327,7 +1327,7 @@ LOWER_BOUND(lower_bound64, int64_t)
 LOWER_BOUND(lower_bound32, int32_t)
 #undef LOWER_BOUND
 
-/* path_edges(ins, outs, consts) -> bool
+/* path_edges(ins, outs, consts, totals) -> bool
  *
  * badput.analysis.critical_path._path_edges in one pass over a path's nodes (see its numpy
  * version, which this computes alike). ins: nodes, how (int64, n: the path's nodes after its
@@ -1340,33 +1340,41 @@ LOWER_BOUND(lower_bound32, int32_t)
  * ascending) and rows (int32); the launch tree's rows (int64, ascending), innermost ops (int64)
  * and modules (int32). outs (n each): src_row, dst_row (int32), src_start, dst_start (uint8),
  * edge_type (int8), weight (int64), part (int8), src_ns (int64), op_row (int64), module
- * (int32). consts: (lead, lead_weight, lead_span, n_host, kinds CPU_OP KERNEL MEMCPY MEMSET,
- * edge types HOST DEPENDENCY BLOCKING GPU KERNEL_GAP LAUNCH_DELAY, parts COMPUTE MEMORY COMM).
- * False where an index falls outside its array (the numpy version then decides). */
+ * (int32); or every out of length 0, where the edges are not kept (their totals alone).
+ * consts: (lead, lead_weight, lead_span, n_host, kinds CPU_OP KERNEL MEMCPY MEMSET, edge types
+ * HOST DEPENDENCY BLOCKING GPU KERNEL_GAP LAUNCH_DELAY, parts COMPUTE MEMORY COMM). totals:
+ * the trace's name_id (int32 per row), then, added to (int64, zeroed by the caller): the
+ * weight of the edges of each part, that of the edges with an op and a weight by the op's name
+ * id, and that of the edges with a module and a weight by module (critical_path's breakdown,
+ * _top_ops and _top_modules, as exact sums). False where an index falls outside its array
+ * (the numpy version then decides). */
 enum { PE_NODES, PE_HOW, PE_PRED, PE_CTYPE, PE_CW, PE_ESRC, PE_ETYPE, PE_EW, PE_START,
        PE_EVENT, PE_NS, PE_EROW, PE_EPARENT, PE_KIND, PE_PARTOF, PE_CROW, PE_CCOMM, PE_SNODES,
        PE_SROWS, PE_TROW, PE_TINNER, PE_TMOD, PE_N_IN };
 enum { PO_SROW, PO_DROW, PO_SSTART, PO_DSTART, PO_TYPE, PO_W, PO_PART, PO_SNS, PO_OP, PO_MOD,
        PO_N };
+enum { PT_NAME, PT_PART, PT_OP, PT_MOD, PT_N };
 static PyObject *path_edges(PyObject *self, PyObject *args) {
-    PyObject *ins, *outs;
+    PyObject *ins, *outs, *totals;
     long long lead, lead_weight, lead_span, n_host, k_op, k_kernel, k_memcpy, k_memset, t_host,
         t_dep, t_block, t_gpu, t_gap, t_delay, p_compute, p_memory, p_comm;
-    if (!PyArg_ParseTuple(args, "O!O!(LLLLLLLLLLLLLLLLL)", &PyTuple_Type, &ins, &PyTuple_Type,
+    if (!PyArg_ParseTuple(args, "O!O!(LLLLLLLLLLLLLLLLL)O!", &PyTuple_Type, &ins, &PyTuple_Type,
                           &outs, &lead, &lead_weight, &lead_span, &n_host, &k_op, &k_kernel,
                           &k_memcpy, &k_memset, &t_host, &t_dep, &t_block, &t_gpu, &t_gap,
-                          &t_delay, &p_compute, &p_memory, &p_comm))
+                          &t_delay, &p_compute, &p_memory, &p_comm, &PyTuple_Type, &totals))
         return NULL;
-    if (PyTuple_GET_SIZE(ins) != PE_N_IN || PyTuple_GET_SIZE(outs) != PO_N) {
+    if (PyTuple_GET_SIZE(ins) != PE_N_IN || PyTuple_GET_SIZE(outs) != PO_N ||
+        PyTuple_GET_SIZE(totals) != PT_N) {
         PyErr_SetString(PyExc_ValueError, "path_edges: wrong number of arrays");
         return NULL;
     }
-    enum { N = PE_N_IN + PO_N };
+    enum { N = PE_N_IN + PO_N + PT_N, PT0 = PE_N_IN + PO_N };
     PyObject *o[N];
     for (int i = 0; i < PE_N_IN; i++) o[i] = PyTuple_GET_ITEM(ins, i);
     for (int i = 0; i < PO_N; i++) o[PE_N_IN + i] = PyTuple_GET_ITEM(outs, i);
+    for (int i = 0; i < PT_N; i++) o[PT0 + i] = PyTuple_GET_ITEM(totals, i);
     static const Py_ssize_t size[N] = {8, 8, 4, 1, 8, 8, 1, 8, 1, 4, 8, 4, 4, 1, 1, 8, 1, 4, 4,
-                                       8, 8, 4, 4, 4, 1, 1, 1, 8, 1, 8, 8, 4};
+                                       8, 8, 4, 4, 4, 1, 1, 1, 8, 1, 8, 8, 4, 4, 8, 8, 8};
     buf bs[N];
     memset(bs, 0, sizeof bs);
     if (get_all(o, bs, N, size, PE_N_IN) < 0) return NULL;
@@ -1378,8 +1386,12 @@ static PyObject *path_edges(PyObject *self, PyObject *args) {
              LEN(PE_START) == nn && LEN(PE_EVENT) == nn && LEN(PE_NS) == nn &&
              LEN(PE_ETYPE) == m && LEN(PE_EW) == m && LEN(PE_EPARENT) == ne &&
              LEN(PE_CCOMM) == nc && LEN(PE_SROWS) == ns && LEN(PE_TINNER) == ntr &&
-             LEN(PE_TMOD) == ntr && n_host >= 0 && n_host <= ne;
-    for (int i = 0; i < PO_N; i++) ok = ok && LEN(PE_N_IN + i) == n;
+             LEN(PE_TMOD) == ntr && n_host >= 0 && n_host <= ne && LEN(PT0 + PT_NAME) == nr;
+    /* The edges themselves, or (every out empty) their totals alone. */
+    const int keep = LEN(PE_N_IN) == n;
+    for (int i = 0; i < PO_N; i++) ok = ok && LEN(PE_N_IN + i) == (keep ? n : 0);
+    const Py_ssize_t n_parts = LEN(PT0 + PT_PART), n_names = LEN(PT0 + PT_OP),
+                     n_mods = LEN(PT0 + PT_MOD);
 #undef LEN
     if (!ok) return refuse(bs, N, "path_edges: arrays of mismatched lengths");
     const int64_t *nodes = bs[PE_NODES].b.buf, *how = bs[PE_HOW].b.buf, *cw = bs[PE_CW].b.buf,
@@ -1399,6 +1411,9 @@ static PyObject *path_edges(PyObject *self, PyObject *args) {
     int8_t *o_type = bs[PE_N_IN + PO_TYPE].b.buf, *o_part = bs[PE_N_IN + PO_PART].b.buf;
     int64_t *o_w = bs[PE_N_IN + PO_W].b.buf, *o_sns = bs[PE_N_IN + PO_SNS].b.buf,
             *o_op = bs[PE_N_IN + PO_OP].b.buf;
+    const int32_t *name_id = bs[PT0 + PT_NAME].b.buf;
+    int64_t *part_ns = bs[PT0 + PT_PART].b.buf, *op_ns = bs[PT0 + PT_OP].b.buf,
+            *mod_ns = bs[PT0 + PT_MOD].b.buf;
     int first_dep = 1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && ok; i++) {
@@ -1425,13 +1440,15 @@ static PyObject *path_edges(PyObject *self, PyObject *args) {
         const int32_t ev_u = event[u], ev_v = event[v];
         if (ev_u < 0 || ev_u >= ne || ev_v < 0 || ev_v >= ne) { ok = 0; break; }
         const int32_t row_u = erow[ev_u], row_v = erow[ev_v];
-        o_srow[i] = row_u;
-        o_drow[i] = row_v;
-        o_ss[i] = nstart[u];
-        o_ds[i] = nstart[v];
-        o_type[i] = (int8_t)t;
-        o_w[i] = w;
-        o_sns[i] = nsv[u];
+        if (keep) {
+            o_srow[i] = row_u;
+            o_drow[i] = row_v;
+            o_ss[i] = nstart[u];
+            o_ds[i] = nstart[v];
+            o_type[i] = (int8_t)t;
+            o_w[i] = w;
+            o_sns[i] = nsv[u];
+        }
         int8_t part = part_of[t];
         int64_t op = -1;
         int32_t mod = -1;
@@ -1481,9 +1498,19 @@ static PyObject *path_edges(PyObject *self, PyObject *args) {
                 }
             }
         }
-        o_part[i] = part;
-        o_op[i] = op;
-        o_mod[i] = mod;
+        if (part < 0 || part >= n_parts || op >= nr || mod >= n_mods) { ok = 0; break; }
+        part_ns[part] += w;
+        if (w > 0 && op >= 0) {
+            const int32_t name = name_id[op];
+            if (name < 0 || name >= n_names) { ok = 0; break; }
+            op_ns[name] += w;
+        }
+        if (w > 0 && mod >= 0) mod_ns[mod] += w;
+        if (keep) {
+            o_part[i] = part;
+            o_op[i] = op;
+            o_mod[i] = mod;
+        }
     }
     Py_END_ALLOW_THREADS
     release(bs, N);

@@ -507,17 +507,19 @@ def critical_path(
     has_chain = g.chain_type != NO_EDGE
     length, nodes, how = _path(g, has_chain, np.ones(g.edge_src.shape[0], np.bool_), base)
     del has_chain
-    rows = _rows_of(len(trace), g.event_row[g.node_event[nodes]])
-    edges, parts, ops, modules = _path_edges(trace, tree, g, nodes, how, classes)
+    rows = (
+        _rows_of(len(trace), g.event_row[g.node_event[nodes]])
+        if path_edges
+        else np.zeros(0, np.int64)
+    )
+    found, totals = _path_edges(trace, tree, g, nodes, how, classes, keep=path_edges)
     del nodes, how
-    breakdown = np.bincount(parts, weights=edges.weight_ns, minlength=len(BREAKDOWN_KEYS))
-    breakdown_ns = {k: int(v) for k, v in zip(BREAKDOWN_KEYS, breakdown.tolist(), strict=True)}
+    edges = found if found is not None else _no_edges()
+    breakdown_ns = {k: int(v) for k, v in zip(BREAKDOWN_KEYS, totals.part_ns.tolist(), strict=True)}
     assert sum(breakdown_ns.values()) == length, (breakdown_ns, length)
-    top_ops = _top_ops(trace, ops, edges.weight_ns)
-    top_modules = _top_modules(tree, modules, edges.weight_ns)
-    del parts, ops, modules
-    if not path_edges:
-        rows, edges = np.zeros(0, np.int64), _no_edges()
+    top_ops = _top_ops(trace, totals.op_ns)
+    top_modules = _top_modules(tree, totals.module_ns)
+    del totals
     return CriticalPath(
         length_ns=length,
         breakdown_ns=breakdown_ns,
@@ -1065,6 +1067,45 @@ def _backtrack(g: DependencyGraph, dist: I64, origin: I64, best: I64) -> tuple[I
     return nodes, np.concatenate(chain_in), np.asarray(cross[::-1], dtype=np.int64)
 
 
+@dataclass(frozen=True, eq=False)
+class _PathTotals:
+    """What a path's edges add up to (`_path_edges`), exact int64 sums of their weights.
+
+    Attributes:
+        part_ns: per `BREAKDOWN_KEYS` part.
+        op_ns: per name id (`Trace.names`) of the op each edge's time goes to.
+        module_ns: per module (`LaunchTree.module_paths`) of the GPU edges' activities.
+    """
+
+    part_ns: I64
+    op_ns: I64
+    module_ns: I64
+
+    @staticmethod
+    def of(
+        trace: Trace, tree: LaunchTree, parts: Ints, op_row: I64, module: Ints, weight: I64
+    ) -> _PathTotals:
+        """The totals of edges with these parts, op rows (`NO_ID`: none), modules and weights.
+
+        The ops and modules of edges of weight 0 (or less) count nothing.
+        """
+        has = weight > 0
+        op = (op_row >= 0) & has
+        mod = (module >= 0) & has
+        return _PathTotals(
+            _sums(parts, weight, len(BREAKDOWN_KEYS)),
+            _sums(trace.name_id[op_row[op]], weight[op], len(trace.names)),
+            _sums(module[mod], weight[mod], len(tree.module_paths)),
+        )
+
+
+def _sums(keys: Ints, weights: I64, n: int) -> I64:
+    """Exact int64 sums of `weights` per key in `range(n)`."""
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, keys, weights)
+    return out
+
+
 def _path_edges(
     trace: Trace,
     tree: LaunchTree,
@@ -1072,14 +1113,16 @@ def _path_edges(
     nodes: I64,
     how: I64,
     classes: KernelClasses | None,
-) -> tuple[PathEdges, npt.NDArray[np.int8], I64, npt.NDArray[np.int32]]:
-    """The path's edges in time order, their breakdown parts, op rows and modules.
+    keep: bool = True,
+) -> tuple[PathEdges | None, _PathTotals]:
+    """The path's edges in time order (None without `keep`), and what they add up to.
 
     `nodes` and `how` are `_path`'s: each node but the first is entered by one edge, and the
     nodes ascend, so the edges come in order of their destination without a sort.
 
-    The module of a GPU edge (the activity's time, its gap, its launch delay) is the launch
-    tree's innermost module path of the activity, `NO_ID` elsewhere.
+    Each edge's time goes to a breakdown part and an op (`_PathTotals`); a GPU edge's (the
+    activity's time, its gap, its launch delay) also to the launch tree's innermost module
+    path of the activity.
 
     A path that begins with host time before its first node (`DependencyGraph.lead_ns`)
     begins with a `dependency` edge from that node to itself, of that weight.
@@ -1089,7 +1132,9 @@ def _path_edges(
     if not lead:
         nodes, how = nodes[1:], how[1:]
     if (fast := c_paths()) is not None and (
-        found := _path_edges_c(fast, trace, tree, g, nodes, how, classes, k[0] if lead else None)
+        found := _path_edges_c(
+            fast, trace, tree, g, nodes, how, classes, k[0] if lead else None, keep
+        )
     ) is not None:
         return found
     # Node-sized arrays (millions of entries) are made once each and freed when used.
@@ -1142,6 +1187,10 @@ def _path_edges(
     if len(tree):
         module[k] = np.where(tree.row[at] == krow, tree.module[at], NO_ID)
     del k, krow, at, inner
+    totals = _PathTotals.of(trace, tree, parts, op_row, module, weight)
+    del op_row, module
+    if not keep:
+        return None, totals
     edges = PathEdges(
         src_row=g.rows_of(src),
         dst_row=g.rows_of(dst),
@@ -1152,7 +1201,7 @@ def _path_edges(
         part=parts,
         src_ns=g.node_ns[src],
     )
-    return edges, parts, op_row, module
+    return edges, totals
 
 
 def _path_edges_c(
@@ -1164,21 +1213,23 @@ def _path_edges_c(
     how: I64,
     classes: KernelClasses | None,
     lead: int | None,
-) -> tuple[PathEdges, npt.NDArray[np.int8], I64, npt.NDArray[np.int32]] | None:
+    keep: bool,
+) -> tuple[PathEdges | None, _PathTotals] | None:
     """`_path_edges` in one C pass (`_paths.path_edges`) over the path's nodes.
 
     `nodes` and `how` lack the path's first node where it has no lead (`lead`: the index of
-    its lead among the graph's, else None), as in `_path_edges`. None where the pass
-    declines (an index outside its array): the numpy version decides.
+    its lead among the graph's, else None), as in `_path_edges`. Without `keep`, the totals
+    alone (no array per edge made). None where the pass declines (an index outside its
+    array): the numpy version decides.
     """
-    n = nodes.shape[0]
+    n = nodes.shape[0] if keep else 0
     out = (
         np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.bool_),
         np.empty(n, np.bool_), np.empty(n, np.int8), np.empty(n, np.int64),
         np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.int64),
         np.empty(n, np.int32),
     )  # fmt: skip
-    src_row, dst_row, src_start, dst_start, etype, weight, part, src_ns, op_row, module = out
+    src_row, dst_row, src_start, dst_start, etype, weight, part, src_ns, _, _ = out
     if classes is not None and len(classes):
         class_row = np.ascontiguousarray(classes.row, dtype=np.int64)
         class_comm = flags(classes.category == _COMM_CATEGORY)
@@ -1215,8 +1266,17 @@ def _path_edges_c(
         _COMPUTE_B, _MEMORY_B, _COMM_B,
     )  # fmt: skip
     outs = tuple(a.view(np.uint8) if a.dtype == np.bool_ else a for a in out)
-    if not fast.path_edges(ins, outs, consts):
+    totals = _PathTotals(
+        np.zeros(len(BREAKDOWN_KEYS), np.int64),
+        np.zeros(len(trace.names), np.int64),
+        np.zeros(len(tree.module_paths), np.int64),
+    )
+    name_id = np.ascontiguousarray(trace.name_id, dtype=np.int32)
+    sums = (name_id, totals.part_ns, totals.op_ns, totals.module_ns)
+    if not fast.path_edges(ins, outs, consts, sums):
         return None
+    if not keep:
+        return None, totals
     edges = PathEdges(
         src_row=src_row,
         dst_row=dst_row,
@@ -1227,7 +1287,7 @@ def _path_edges_c(
         part=part,
         src_ns=src_ns,
     )
-    return edges, part, op_row, module
+    return edges, totals
 
 
 def _enclosing_op(trace: Trace, g: DependencyGraph, events: I64) -> I64:
@@ -1251,14 +1311,13 @@ def _enclosing_op(trace: Trace, g: DependencyGraph, events: I64) -> I64:
 STEP_OP = "ProfilerStep#* (host time in the step outside any op)"
 
 
-def _top_ops(trace: Trace, op_row: I64, weight: I64) -> list[tuple[str, int]]:
-    """(op name, time) of the edges' ops, largest first, ties by name.
+def _top_ops(trace: Trace, ns: I64) -> list[tuple[str, int]]:
+    """(op name, time) of the path's ops, largest first, ties by name.
 
-    The steps' own annotations (`ProfilerStep#N`) count as one entry, `STEP_OP`: their time is
-    the host's outside any op (Python, the training loop), one figure for the whole path.
+    `ns`: per name id (`_PathTotals.op_ns`). The steps' own annotations (`ProfilerStep#N`)
+    count as one entry, `STEP_OP`: their time is the host's outside any op (Python, the
+    training loop), one figure for the whole path.
     """
-    keep = (op_row >= 0) & (weight > 0)
-    ns = np.bincount(trace.name_id[op_row[keep]], weights=weight[keep], minlength=len(trace.names))
     ids = np.flatnonzero(ns > 0)
     totals: dict[str, int] = {}
     for i in ids.tolist():
@@ -1268,12 +1327,8 @@ def _top_ops(trace: Trace, op_row: I64, weight: I64) -> list[tuple[str, int]]:
     return sorted(totals.items(), key=lambda p: (-p[1], p[0]))
 
 
-def _top_modules(tree: LaunchTree, module: Ints, weight: I64) -> list[tuple[str, int]]:
-    """(module path, GPU-side time on the path) of the edges' modules, largest first."""
-    keep = (module >= 0) & (weight > 0)
-    if not keep.any():
-        return []
-    ns = np.bincount(module[keep], weights=weight[keep], minlength=len(tree.module_paths))
+def _top_modules(tree: LaunchTree, ns: I64) -> list[tuple[str, int]]:
+    """(module path, GPU-side time on the path), largest first (`_PathTotals.module_ns`)."""
     pairs = [(tree.module_paths[i], int(ns[i])) for i in np.flatnonzero(ns > 0).tolist()]
     return sorted(pairs, key=lambda p: (-p[1], p[0]))
 
