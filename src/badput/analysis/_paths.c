@@ -1338,22 +1338,21 @@ LOWER_BOUND(lower_bound32, int32_t)
  * trace's kind (int8 per row); part_of_type (int8 per edge type); the kernel classes' rows
  * (int64, ascending) and whether each is communication (uint8); the span nodes (int32,
  * ascending) and rows (int32); the launch tree's rows (int64, ascending), innermost ops (int64)
- * and modules (int32). outs (n each): src_row, dst_row (int32), src_start, dst_start (uint8),
+ * and modules (int32); the trace's name_id (int32 per row). outs (n each): src_row, dst_row (int32), src_start, dst_start (uint8),
  * edge_type (int8), weight (int64), part (int8), src_ns (int64), op_row (int64), module
  * (int32); or every out of length 0, where the edges are not kept (their totals alone).
  * consts: (lead, lead_weight, lead_span, n_host, kinds CPU_OP KERNEL MEMCPY MEMSET, edge types
- * HOST DEPENDENCY BLOCKING GPU KERNEL_GAP LAUNCH_DELAY, parts COMPUTE MEMORY COMM). totals:
- * the trace's name_id (int32 per row), then, added to (int64, zeroed by the caller): the
- * weight of the edges of each part, that of the edges with an op and a weight by the op's name
+ * HOST DEPENDENCY BLOCKING GPU KERNEL_GAP LAUNCH_DELAY, parts COMPUTE MEMORY COMM). totals,
+ * added to (int64, zeroed by the caller): the weight of the edges of each part, that of the edges with an op and a weight by the op's name
  * id, and that of the edges with a module and a weight by module (critical_path's breakdown,
  * _top_ops and _top_modules, as exact sums). False where an index falls outside its array
  * (the numpy version then decides). */
 enum { PE_NODES, PE_HOW, PE_PRED, PE_CTYPE, PE_CW, PE_ESRC, PE_ETYPE, PE_EW, PE_START,
        PE_EVENT, PE_NS, PE_EROW, PE_EPARENT, PE_KIND, PE_PARTOF, PE_CROW, PE_CCOMM, PE_SNODES,
-       PE_SROWS, PE_TROW, PE_TINNER, PE_TMOD, PE_N_IN };
+       PE_SROWS, PE_TROW, PE_TINNER, PE_TMOD, PE_NAME, PE_N_IN };
 enum { PO_SROW, PO_DROW, PO_SSTART, PO_DSTART, PO_TYPE, PO_W, PO_PART, PO_SNS, PO_OP, PO_MOD,
        PO_N };
-enum { PT_NAME, PT_PART, PT_OP, PT_MOD, PT_N };
+enum { PT_PART, PT_OP, PT_MOD, PT_N };
 static PyObject *path_edges(PyObject *self, PyObject *args) {
     PyObject *ins, *outs, *totals;
     long long lead, lead_weight, lead_span, n_host, k_op, k_kernel, k_memcpy, k_memset, t_host,
@@ -1374,7 +1373,7 @@ static PyObject *path_edges(PyObject *self, PyObject *args) {
     for (int i = 0; i < PO_N; i++) o[PE_N_IN + i] = PyTuple_GET_ITEM(outs, i);
     for (int i = 0; i < PT_N; i++) o[PT0 + i] = PyTuple_GET_ITEM(totals, i);
     static const Py_ssize_t size[N] = {8, 8, 4, 1, 8, 8, 1, 8, 1, 4, 8, 4, 4, 1, 1, 8, 1, 4, 4,
-                                       8, 8, 4, 4, 4, 1, 1, 1, 8, 1, 8, 8, 4, 4, 8, 8, 8};
+                                       8, 8, 4, 4, 4, 4, 1, 1, 1, 8, 1, 8, 8, 4, 8, 8, 8};
     buf bs[N];
     memset(bs, 0, sizeof bs);
     if (get_all(o, bs, N, size, PE_N_IN) < 0) return NULL;
@@ -1386,7 +1385,7 @@ static PyObject *path_edges(PyObject *self, PyObject *args) {
              LEN(PE_START) == nn && LEN(PE_EVENT) == nn && LEN(PE_NS) == nn &&
              LEN(PE_ETYPE) == m && LEN(PE_EW) == m && LEN(PE_EPARENT) == ne &&
              LEN(PE_CCOMM) == nc && LEN(PE_SROWS) == ns && LEN(PE_TINNER) == ntr &&
-             LEN(PE_TMOD) == ntr && n_host >= 0 && n_host <= ne && LEN(PT0 + PT_NAME) == nr;
+             LEN(PE_TMOD) == ntr && n_host >= 0 && n_host <= ne && LEN(PE_NAME) == nr;
     /* The edges themselves, or (every out empty) their totals alone. */
     const int keep = LEN(PE_N_IN) == n;
     for (int i = 0; i < PO_N; i++) ok = ok && LEN(PE_N_IN + i) == (keep ? n : 0);
@@ -1411,7 +1410,7 @@ static PyObject *path_edges(PyObject *self, PyObject *args) {
     int8_t *o_type = bs[PE_N_IN + PO_TYPE].b.buf, *o_part = bs[PE_N_IN + PO_PART].b.buf;
     int64_t *o_w = bs[PE_N_IN + PO_W].b.buf, *o_sns = bs[PE_N_IN + PO_SNS].b.buf,
             *o_op = bs[PE_N_IN + PO_OP].b.buf;
-    const int32_t *name_id = bs[PT0 + PT_NAME].b.buf;
+    const int32_t *name_id = bs[PE_NAME].b.buf;
     int64_t *part_ns = bs[PT0 + PT_PART].b.buf, *op_ns = bs[PT0 + PT_OP].b.buf,
             *mod_ns = bs[PT0 + PT_MOD].b.buf;
     int first_dep = 1;

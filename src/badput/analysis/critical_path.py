@@ -1254,6 +1254,7 @@ def _path_edges_c(
         np.ascontiguousarray(tree.row, dtype=np.int64),
         np.ascontiguousarray(tree.inner_op, dtype=np.int64),
         np.ascontiguousarray(tree.module, dtype=np.int32),
+        np.ascontiguousarray(trace.name_id, dtype=np.int32),
     )  # fmt: skip
     consts = (
         int(lead is not None),
@@ -1271,8 +1272,7 @@ def _path_edges_c(
         np.zeros(len(trace.names), np.int64),
         np.zeros(len(tree.module_paths), np.int64),
     )
-    name_id = np.ascontiguousarray(trace.name_id, dtype=np.int32)
-    sums = (name_id, totals.part_ns, totals.op_ns, totals.module_ns)
+    sums = (totals.part_ns, totals.op_ns, totals.module_ns)
     if not fast.path_edges(ins, outs, consts, sums):
         return None
     if not keep:
