@@ -512,9 +512,9 @@ def critical_path(
         if path_edges
         else np.zeros(0, np.int64)
     )
-    found, totals = _path_edges(trace, tree, g, nodes, how, classes, keep=path_edges)
+    made, totals = _path_edges(trace, tree, g, nodes, how, classes, keep=path_edges)
     del nodes, how
-    edges = found if found is not None else _no_edges()
+    edges = made if made is not None else _no_edges()
     breakdown_ns = {k: int(v) for k, v in zip(BREAKDOWN_KEYS, totals.part_ns.tolist(), strict=True)}
     assert sum(breakdown_ns.values()) == length, (breakdown_ns, length)
     top_ops = _top_ops(trace, totals.op_ns)
