@@ -852,9 +852,10 @@ class _Solver:
     def path(self, g: DependencyGraph, chain_ok: Bools, edge_ok: Bools) -> tuple[int, I64, I64]:
         """`_path` of `g` (its own weights; `chain_ok` per node of `g`).
 
-        The path ends where the whole graph's pass ends it: at the first node with the
-        largest distance, which may be a contracted node where the weights after it to its
-        kept node are 0.
+        `chain_ok` holds wherever `g` has a chain edge (its type is not `NO_EDGE`), as the
+        path's own and every what-if's do: a contracted node always has one. The path ends
+        where the whole graph's pass ends it: at the first node with the largest distance,
+        which may be a contracted node where the weights after it to its kept node are 0.
         """
         fast = c_paths()
         dist, best = self.distances(
