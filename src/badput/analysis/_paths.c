@@ -1765,33 +1765,32 @@ static PyObject *solver_weights(PyObject *self, PyObject *args) {
     Py_RETURN_TRUE;
 }
 
-/* solver_path(seg, keep, pred, w, flag, cbest, cut, cut_node, nodes_out, how_out) -> count
+/* solver_path(seg, keep, flag, cbest, cut, cut_node, nodes_out, how_out) -> count
  *
  * The whole graph's path from the solver graph's: a kept node is on it where flag[seg] (int8,
  * per kept node) is 1 or 2, a contracted one where it is 2 (its kept node was entered by its
  * chain edge) or where its kept node is `cut` and it is at or before `cut_node` (the path ends
  * inside that node's chain run). nodes_out (int64, room for them): those nodes, ascending;
  * how_out (int64, as long): cbest (int64, per kept node) of a kept one, -2 (its chain edge)
- * of the others. pred and w (the chain weights, int64) are only checked for their lengths. */
+ * of the others. */
 static PyObject *solver_path(PyObject *self, PyObject *args) {
-    PyObject *o[8];
+    PyObject *o[6];
     Py_ssize_t cut, cut_node;
-    if (!PyArg_ParseTuple(args, "OOOOOOnnOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &cut,
-                          &cut_node, &o[6], &o[7]))
+    if (!PyArg_ParseTuple(args, "OOOOnnOO", &o[0], &o[1], &o[2], &o[3], &cut, &cut_node, &o[4],
+                          &o[5]))
         return NULL;
-    static const Py_ssize_t size[8] = {4, 1, 4, 8, 1, 8, 8, 8};
-    buf bs[8];
+    static const Py_ssize_t size[6] = {4, 1, 1, 8, 8, 8};
+    buf bs[6];
     memset(bs, 0, sizeof bs);
-    if (get_all(o, bs, 8, size, 6) < 0) return NULL;
-    const Py_ssize_t n = bs[0].b.len / 4, nc = bs[4].b.len, room = bs[6].b.len / 8;
-    if (bs[1].b.len != n || bs[2].b.len / 4 != n || bs[3].b.len / 8 != n ||
-        bs[5].b.len / 8 != nc || bs[7].b.len / 8 != room)
-        return refuse(bs, 8, "solver_path: arrays of mismatched lengths");
+    if (get_all(o, bs, 6, size, 4) < 0) return NULL;
+    const Py_ssize_t n = bs[0].b.len / 4, nc = bs[2].b.len, room = bs[4].b.len / 8;
+    if (bs[1].b.len != n || bs[3].b.len / 8 != nc || bs[5].b.len / 8 != room)
+        return refuse(bs, 6, "solver_path: arrays of mismatched lengths");
     const int32_t *seg = bs[0].b.buf;
     const uint8_t *keep = bs[1].b.buf;
-    const int8_t *flag = bs[4].b.buf;
-    const int64_t *cbest = bs[5].b.buf;
-    int64_t *nodes = bs[6].b.buf, *how = bs[7].b.buf;
+    const int8_t *flag = bs[2].b.buf;
+    const int64_t *cbest = bs[3].b.buf;
+    int64_t *nodes = bs[4].b.buf, *how = bs[5].b.buf;
     Py_ssize_t count = 0;
     const char *bad = NULL;
     Py_BEGIN_ALLOW_THREADS
@@ -1812,8 +1811,8 @@ static PyObject *solver_path(PyObject *self, PyObject *args) {
         how[count++] = keep[v] ? cbest[c] : -2;
     }
     Py_END_ALLOW_THREADS
-    if (bad) return refuse(bs, 8, bad);
-    release(bs, 8);
+    if (bad) return refuse(bs, 6, bad);
+    release(bs, 6);
     return PyLong_FromSsize_t(count);
 }
 

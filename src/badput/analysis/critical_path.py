@@ -867,13 +867,11 @@ class _Solver:
         del dist
         first = int(tied[0])
         # Only a kept node entered by its chain from before the first tied one can hold an
-        # earlier node of that distance in its run.
+        # earlier node of that distance in its run (the first tied one too, so entered).
         tied = tied[(self.pred[tied] < first) & (self.pred[tied] >= 0) & (best[tied] == -2)]
         chain_pred = np.ascontiguousarray(g.chain_pred, dtype=np.int32)
         chain_w = np.ascontiguousarray(g.chain_weight_ns, dtype=np.int64)
         end, end_kept = int(self.kept[first]), first
-        if best[first] == -2:
-            end = fast.zero_run(chain_pred, self.keep, chain_w, end)
         for c in tied.tolist():
             at = fast.zero_run(chain_pred, self.keep, chain_w, int(self.kept[c]))
             if at < end:
@@ -895,9 +893,7 @@ class _Solver:
         del on, by_chain
         nodes = np.empty(most, dtype=np.int64)
         how = np.empty(most, dtype=np.int64)
-        count = fast.solver_path(
-            self.seg, self.keep, chain_pred, chain_w, flag, best, cut, cut_node, nodes, how
-        )
+        count = fast.solver_path(self.seg, self.keep, flag, best, cut, cut_node, nodes, how)
         return length, nodes[:count], how[:count]
 
     def length(self, chain_ok: Bools, edge_ok: Bools, chain_w: I64, edge_w: I64, lead: I64) -> int:
