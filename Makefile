@@ -14,7 +14,7 @@ PIP = $(BIN)/python -m pip --disable-pip-version-check
 PIP_FAILED = { cat $(PIP_LOG) >&2; echo "badput: pip failed; its log: $(PIP_LOG)" >&2; exit 1; }
 
 # The C sources too: a changed scanner is rebuilt (pip's editable install compiles them).
-$(STAMP): pyproject.toml setup.py $(wildcard src/badput/trace/_scan.c src/badput/analysis/_paths.c)
+$(STAMP): pyproject.toml $(wildcard setup.py src/badput/trace/_scan.c src/badput/analysis/_paths.c)
 	@echo "badput: installing into $(VENV) (pip's log: $(PIP_LOG))"
 	@$(PY) -m venv $(VENV)
 	@$(PIP) install --upgrade pip > $(PIP_LOG) 2>&1 || $(PIP_FAILED)
