@@ -53,11 +53,10 @@ for path in sys.argv[2:]:
     key = data.find(b'"traceEvents"')
     start, first = (data.find(b"[", key) + 1 if key >= 0 else 0), True
     while start > 0:  # an event refused (3) is the complete decoder's: go on past it
-        at, status, end = module.scan_events(data, start, first)[-3:]
-        rest = data[end : end + 64].lstrip()
-        if status != 3 or not rest.startswith(b","):
+        status, end = module.scan_events(data, start, first)[-2:]
+        if status != 3 or not data[end : end + 64].lstrip().startswith(b","):
             break
-        start, first = end + data[end:].index(b",") + 1, False
+        start, first = data.index(b",", end) + 1, False
 """
 
 
@@ -77,15 +76,12 @@ class BuildExt(build_ext):
     def build_extension(self, ext: Any) -> None:
         """Build one extension; the scanner trained first where the compiler is GCC."""
         if ext.name == SCANNER and self._trainable():
-            compile_args, link_args = ext.extra_compile_args, ext.extra_link_args
-            force: Any = self.force
             try:
                 if self._build_trained(ext):
                     return
             except Exception as exc:  # any failure: the plain build below
                 print(f"badput: {ext.name} built without profile feedback ({exc})")
-            finally:
-                ext.extra_compile_args, ext.extra_link_args = compile_args, link_args
+            force: Any = self.force
             self.force = True  # the instrumented object must not be kept as up to date
             try:
                 super().build_extension(ext)
@@ -105,10 +101,11 @@ class BuildExt(build_ext):
         if not traces:
             print(f"badput: {ext.name} built without profile feedback (no training trace)")
             return False
-        base_compile, base_link = list(ext.extra_compile_args), list(ext.extra_link_args)
+        compile_args, link_args = ext.extra_compile_args, ext.extra_link_args
+        base_compile, base_link = list(compile_args), list(link_args)
         profile = tempfile.mkdtemp(prefix="badput-pgo-")
         force: Any = self.force
-        try:
+        try:  # the extension's arguments and `force` as they were, whatever happens
             self.force = True
             ext.extra_compile_args = [*base_compile, f"-fprofile-generate={profile}"]
             ext.extra_link_args = [*base_link, f"-fprofile-generate={profile}"]
@@ -130,6 +127,7 @@ class BuildExt(build_ext):
             ext.extra_link_args = base_link
             super().build_extension(ext)
         finally:
+            ext.extra_compile_args, ext.extra_link_args = compile_args, link_args
             self.force = force
             shutil.rmtree(profile, ignore_errors=True)
         print(f"badput: {ext.name} built with profile feedback from {len(traces)} traces")
