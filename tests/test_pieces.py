@@ -13,6 +13,7 @@ import gzip
 import json
 import random
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -652,3 +653,80 @@ def test_a_corrupt_gzip_inflated_ahead_reads_the_complete_way(
     path.write_bytes(bytes(data))
     errors = _errors_both_ways(path, monkeypatch, 1024)
     assert errors[0] == errors[1] and str(path) in errors[0]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_corrupt_gzip_is_named_not_the_garbage_it_inflates_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """A stream that inflates without a zlib error to malformed text, its checksum wrong at
+    the end (a flipped bit in a Huffman block can do this): every path says the gzip data is
+    corrupt, in the complete path's words, not that the JSON is malformed."""
+    # Past the head the reader inflates first (1 MB), well before the end.
+    good = _write(tmp_path, _events(12000, seed=5), compact=True, gz=False, bare=False)
+    text = good.read_bytes()
+    assert len(text) > 1.5 * 2**20
+    at = text.index(b'"tid": 2, ', 2 * len(text) // 3) + 8
+    bad = text[:at] + text[at + 1 :]  # a comma gone, two thirds of the way in
+    packed = bytearray(gzip.compress(bad, 1))
+    packed[-8:-4] = (zlib.crc32(text) & 0xFFFFFFFF).to_bytes(4, "little")  # the good text's
+    path = tmp_path / "corrupt.json.gz"
+    path.write_bytes(bytes(packed))
+    checked: list[str] = []
+    real = kineto._check_gzip
+
+    def spy(p: str) -> None:
+        checked.append(p)
+        real(p)
+
+    monkeypatch.setattr(kineto, "_check_gzip", spy)
+    errors = []
+    for fast in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(kineto, "CHUNK_BYTES", 4096)
+            if not fast:
+                m.setattr(_pieces, "usable", lambda: False)
+            with pytest.raises(TraceFormatError) as e:
+                kineto.read_kineto(str(path), jobs=jobs)
+            errors.append(str(e.value))
+    assert errors[0] == errors[1], errors
+    assert errors[0].startswith(f"{path}: corrupt gzip data (CRC check failed"), errors[0]
+    if jobs == 1:  # no thread inflates ahead: the scan meets the garbage first
+        assert checked == [str(path)]
+
+
+def test_malformed_text_in_an_intact_gzip_is_still_malformed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gzip check finds the stream whole: the error stays the fast path's own (where)."""
+    good = _write(tmp_path, _events(500, seed=6), compact=True, gz=False, bare=False)
+    path = tmp_path / "bad.json.gz"
+    text = good.read_bytes()
+    at = text.index(b'"tid": 2, ', len(text) // 5) + 8
+    path.write_bytes(gzip.compress(text[:at] + text[at + 1 :]))
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 256)
+    with pytest.raises(TraceFormatError) as e:
+        kineto.read_kineto(str(path), jobs=1)
+    assert "of the uncompressed text" in str(e.value) and "gzip" not in str(e.value)
+
+
+@pytest.mark.parametrize("second", ["[]", "null", '[{"ph": "X", "cat": "kernel", "name": "k2", '
+                                    '"pid": 0, "tid": 7, "ts": 9, "dur": 1, "args": '
+                                    '{"device": 0, "stream": 7, "correlation": 2}}]'])  # fmt: skip
+def test_a_second_events_key_reads_as_the_complete_path_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second: str
+) -> None:
+    """Two `traceEvents` keys: a JSON decoder keeps the last, and so does every path (an
+    empty one after the array too, which the fast path once took for its own)."""
+    events = _events(300, seed=7)
+    text = '{"traceEvents": [' + ",".join(events) + '], "traceEvents": ' + second + "}"
+    path = tmp_path / "two.json"
+    path.write_text(text)
+    if second in ("[]", "null"):  # no events; no array
+        errors = _errors_both_ways(path, monkeypatch, 512)
+        assert errors[0] == errors[1] and errors[0].startswith(f"{path}: "), errors
+        assert ("no events" in errors[0]) is (second == "[]")
+        return
+    want = _complete(path, monkeypatch)
+    assert len(want) == 1
+    assert_same_trace(_fast(path, monkeypatch, 512, 2), want, same_label_ids=False)

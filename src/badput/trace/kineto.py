@@ -238,6 +238,7 @@ def _read_kineto(path: str, progress: Callable[[int], None] | None, jobs: int) -
     try:
         if _pieces.usable():
             columns = _Columns(path)
+            gzipped = False
             try:
                 with (
                     _open_raw(path) as (raw, gzipped),
@@ -246,6 +247,9 @@ def _read_kineto(path: str, progress: Callable[[int], None] | None, jobs: int) -
                     document = _pieces.read_events(text, columns, jobs, _decode_piece, progress)
                 return _build(path, columns, document)
             except _pieces.Malformed as e:
+                if gzipped:  # a corrupt stream inflates to garbage long before its checksum
+                    del columns
+                    _check_gzip(path)
                 raise TraceFormatError(path, e.problem) from None
             except _pieces.NotFast:
                 pass  # the complete path below reads it, with its rules and its messages
@@ -257,6 +261,21 @@ def _read_kineto(path: str, progress: Callable[[int], None] | None, jobs: int) -
         raise nesting_error(path) from None
     except MemoryError:
         raise TraceFormatError(path, "ran out of memory while reading it") from None
+
+
+def _check_gzip(path: str) -> None:
+    """Inflate the whole gzipped file, the text dropped as it comes.
+
+    Raises:
+        TraceFormatError: the gzip stream is corrupt or truncated, in the complete path's
+            words (a corrupt stream's text is malformed JSON before its checksum says why,
+            the fast path's one job meets the text first, and two jobs may meet either).
+    """
+    buf = memoryview(bytearray(CHUNK_BYTES))
+    with _open(path) as stream:
+        source = _Source(path, stream)
+        while source.readinto(buf):
+            pass
 
 
 def _read_document(
