@@ -38,6 +38,12 @@ def not_json(tmp: Path) -> Path:
     return path
 
 
+def byte_order_mark(tmp: Path) -> Path:
+    path = tmp / "bom.pt.trace.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"traceEvents": []}')
+    return path
+
+
 def empty_file(tmp: Path) -> Path:
     path = tmp / "empty.pt.trace.json"
     path.write_bytes(b"")
@@ -106,6 +112,7 @@ def missing(tmp: Path) -> Path:
 
 BAD_INPUTS: list[Callable[[Path], Path]] = [
     not_json,
+    byte_order_mark,
     empty_file,
     truncated_json,
     truncated_gzip,
@@ -199,3 +206,21 @@ def test_real_trace_ok(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["devices"]
     for dev in report["devices"]:
         assert dev["window_us"] > 0
+
+
+@pytest.mark.parametrize("command", ["analyze", "annotate"])
+def test_a_byte_order_mark_is_named(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A UTF-8 byte-order mark before the JSON (an editor's): the error says so, not only
+    that the text is not JSON; the trace reader and the Perfetto writer alike."""
+    path = real_trace_gz()
+    bom = tmp_path / "bom.pt.trace.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + gzip.decompress(path.read_bytes()))
+    argv: list[object] = [command, bom]
+    if command == "annotate":
+        argv += ["--out", tmp_path / "o.json"]
+    code, _out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert_one_error_line(err, bom)
+    assert "byte-order mark" in err and "EF BB BF" in err

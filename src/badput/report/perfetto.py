@@ -36,7 +36,7 @@ from badput.report.json_report import us
 from badput.trace._limits import check_held, held_bytes_limit, nesting_error
 from badput.trace._mapped import EVENTS_KEY
 from badput.trace._squeeze import StringState
-from badput.trace.kineto import _SQUEEZE_AFTER, CHUNK_BYTES, _json_problem, _Source
+from badput.trace.kineto import _SQUEEZE_AFTER, CHUNK_BYTES, _json_problem, _not_json, _Source
 from badput.trace.kineto import _open as _open_trace
 from badput.trace.redact import redact_events, redact_json, redact_text
 
@@ -509,7 +509,7 @@ class _Copy:
             if first == b"[":
                 return head, head.index(b"["), None
             if first not in (b"", b"{"):
-                raise TraceFormatError(self.path, "not JSON (a trace file starts with '{' or '[')")
+                raise TraceFormatError(self.path, _not_json(head))
             # Only the last '"traceEvents"' begun before this read can complete in it.
             begun = head.rfind(b'"traceEvents"', 0, searched)
             pos = begun if begun >= 0 else max(0, searched - 16)

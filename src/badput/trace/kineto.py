@@ -201,6 +201,19 @@ def _last_event_start(buf: bytearray, lo: int, hi: int) -> tuple[int, int]:
         width *= 16
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _not_json(start: bytes | bytearray) -> str:
+    """Why a text that starts with `start` (its first bytes) is no trace's JSON."""
+    if start.startswith(_BOM):  # an editor's mark: the text after it may be a fine trace
+        return (
+            "not JSON: it starts with a UTF-8 byte-order mark (bytes EF BB BF), which JSON "
+            "does not allow; remove those 3 bytes (e.g. `tail -c +4 FILE > NEW`)"
+        )
+    return "not JSON (a trace file starts with '{' or '[')"
+
+
 def _json_problem(err: msgspec.DecodeError) -> str:
     text = str(err)
     if "truncated" in text:
@@ -308,7 +321,7 @@ def _read_document(
         if not first:
             first = chunk.translate(None, _WS)[:1]  # (translate: see _squeeze)
             if first not in (b"", b"{", b"["):
-                raise TraceFormatError(path, "not JSON (a trace file starts with '{' or '[')")
+                raise TraceFormatError(path, _not_json(chunk))
             if not first and squeezer is None:
                 head.clear()  # leading whitespace: nothing to keep
                 searched = 0
