@@ -187,7 +187,7 @@ def _mapped_trace(path: str, piece_bytes: int) -> _Early | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        text = MappedText(fd, piece_bytes)
+        text = MappedText(fd, piece_bytes, path)
     except (OSError, NotFast):
         return None
     finally:

@@ -122,19 +122,50 @@ class Ahead:
         """Nothing to cancel: a piece is scheduled here only as a thread takes it."""
 
 
+#: What a read of a mapped trace says, after "badput: error: PATH", should the file shrink
+#: under it (the access past its new end faults: `_scan.guard`).
+SHRANK = (
+    b": the file shrank while it was read (truncated, or written again by another process); "
+    b"read it once it is whole\n"
+)
+
+
+def _guard(mapping: mmap.mmap, path: str | None) -> int:
+    """`_scan.guard` of the mapping of `path` (its slot), -1 where there is no guard."""
+    try:
+        from badput.trace import _scan  # type: ignore[attr-defined]
+    except ImportError:
+        return -1
+    guard = getattr(_scan, "guard", None)  # a stale build may lack it
+    if guard is None or path is None:
+        return -1
+    return int(guard(mapping, b"badput: error: " + os.fsencode(path) + SHRANK))
+
+
+def _unguard(slot: int) -> None:
+    if slot >= 0:
+        from badput.trace import _scan  # type: ignore[attr-defined]
+
+        _scan.unguard(slot)
+
+
 class MappedText:
     """A plain file, memory-mapped read-only; pieces are views of the mapping.
 
     Pieces scanned ahead of the reader (`_early`) are held in order (`ahead`), and handed
-    to the reader once (`take_ahead`).
+    to the reader once (`take_ahead`). With `path`, should the file shrink while it is read,
+    the process ends with exit status 2 and a line that names it (`SHRANK`), not by SIGBUS.
     """
 
-    def __init__(self, fileno: int, piece_bytes: int = PIECE_BYTES) -> None:
+    def __init__(
+        self, fileno: int, piece_bytes: int = PIECE_BYTES, path: str | None = None
+    ) -> None:
         self._piece_bytes = piece_bytes
         try:
             self._map = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
         except (ValueError, OSError) as e:  # an empty file, or one that cannot be mapped
             raise NotFast(str(e)) from None
+        self._guard = _guard(self._map, path)
         self._view = memoryview(self._map)
         self._size = len(self._map)
         self._released = 0
@@ -179,6 +210,8 @@ class MappedText:
 
     def close(self) -> None:
         self.ahead = []
+        _unguard(self._guard)
+        self._guard = -1
         self._view.release()
         with contextlib.suppress(BufferError):  # a view still held (by a traceback, say)
             self._map.close()  # otherwise closed when it is freed

@@ -353,18 +353,24 @@ class _Inflating:
 
 @contextmanager
 def open_text(
-    stream: IO[bytes], gzipped: bool, piece_bytes: int = PIECE_BYTES, jobs: int = 1
+    stream: IO[bytes],
+    gzipped: bool,
+    piece_bytes: int = PIECE_BYTES,
+    jobs: int = 1,
+    path: str | None = None,
 ) -> Iterator[Text]:
     """The text of an open trace file: mapped when plain, inflated as read when gzipped.
 
     Pieces are of `piece_bytes` (and up to the next place to cut). With `jobs` of 2 or more a
-    gzipped text is inflated ahead on a thread of its own.
+    gzipped text is inflated ahead on a thread of its own. `path` names a mapped file should
+    it shrink while it is read (`MappedText`).
     """
     text: MappedText | StreamText
     if gzipped:
         text = StreamText(_inflater(stream), piece_bytes, stream, ahead=jobs > 1)
     else:  # mapped already, its first pieces being scanned, where the command began so
-        text = _early.take(stream.fileno(), piece_bytes) or MappedText(stream.fileno(), piece_bytes)
+        fileno = stream.fileno()
+        text = _early.take(fileno, piece_bytes) or MappedText(fileno, piece_bytes, path)
     try:
         yield text
     finally:

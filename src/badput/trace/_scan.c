@@ -2282,6 +2282,95 @@ static PyObject *layouts_searched(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong(__atomic_load_n(&layouts_searched_total, __ATOMIC_RELAXED));
 }
 
+/* ---- a mapped file that shrinks while it is read ---------------------------------------- */
+
+/* A plain trace is read through a mapping of the file. Should the file shrink while it is read
+ * (truncated, or rewritten in place by a profiler that writes it again), touching the mapping
+ * past the new end raises SIGBUS, which would end the process with no word of why. `guard`
+ * names a mapping and the words to say then: the handler, finding the faulting address inside
+ * a guarded mapping, writes them to stderr and ends the process with exit status 2 (only
+ * async-signal-safe calls: write and _exit). A fault anywhere else goes to the handler that
+ * was there before (Python's faulthandler, or the default: the process ends as it would have). */
+#if defined(__linux__)
+#include <signal.h>
+#include <unistd.h>
+#define GUARDS 8
+#define GUARD_TEXT 1024
+static struct {
+    uintptr_t lo, hi; /* hi == 0: a free slot */
+    char text[GUARD_TEXT];
+    size_t len;
+} guards[GUARDS];
+static struct sigaction bus_before;
+static int bus_installed;
+
+static void on_bus(int sig, siginfo_t *info, void *context) {
+    (void)sig;
+    (void)context;
+    uintptr_t at = (uintptr_t)info->si_addr;
+    if (info->si_code > 0) { /* raised by the kernel for an access, not sent by a process */
+        for (int i = 0; i < GUARDS; i++) {
+            uintptr_t hi = __atomic_load_n(&guards[i].hi, __ATOMIC_ACQUIRE);
+            if (hi != 0 && guards[i].lo <= at && at < hi) {
+                ssize_t written = write(2, guards[i].text, guards[i].len);
+                (void)written;
+                _exit(2);
+            }
+        }
+    }
+    /* Not ours: the handler before takes it when the access runs again on return. */
+    sigaction(SIGBUS, &bus_before, NULL);
+}
+#endif
+
+static PyObject *guard(PyObject *self, PyObject *args) {
+    PyObject *mapping;
+    const char *text;
+    Py_ssize_t len;
+    if (!PyArg_ParseTuple(args, "Oy#", &mapping, &text, &len)) return NULL;
+#if defined(__linux__)
+    Py_buffer view;
+    if (PyObject_GetBuffer(mapping, &view, PyBUF_SIMPLE) < 0) return NULL;
+    uintptr_t lo = (uintptr_t)view.buf, hi = lo + (uintptr_t)view.len;
+    PyBuffer_Release(&view);
+    long page = sysconf(_SC_PAGESIZE);
+    if (page > 0) hi = (hi + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    if (hi <= lo) return PyLong_FromLong(-1);
+    if (!bus_installed) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_sigaction = on_bus;
+        action.sa_flags = SA_SIGINFO;
+        sigemptyset(&action.sa_mask);
+        if (sigaction(SIGBUS, &action, &bus_before) != 0) return PyLong_FromLong(-1);
+        bus_installed = 1;
+    }
+    for (int i = 0; i < GUARDS; i++) {
+        if (__atomic_load_n(&guards[i].hi, __ATOMIC_ACQUIRE) != 0) continue;
+        size_t n = (size_t)len < GUARD_TEXT ? (size_t)len : GUARD_TEXT;
+        memcpy(guards[i].text, text, n);
+        guards[i].len = n;
+        guards[i].lo = lo;
+        __atomic_store_n(&guards[i].hi, hi, __ATOMIC_RELEASE); /* the slot is whole: in use */
+        return PyLong_FromLong(i);
+    }
+#else
+    (void)mapping;
+    (void)text;
+    (void)len;
+#endif
+    return PyLong_FromLong(-1);
+}
+
+static PyObject *unguard(PyObject *self, PyObject *arg) {
+    long slot = PyLong_AsLong(arg);
+    if (slot == -1 && PyErr_Occurred()) return NULL;
+#if defined(__linux__)
+    if (slot >= 0 && slot < GUARDS) __atomic_store_n(&guards[slot].hi, 0, __ATOMIC_RELEASE);
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"layouts_matched", layouts_matched, METH_NOARGS,
      "layouts_matched() -> int: events matched against learnt layouts since the module loaded."},
@@ -2305,6 +2394,13 @@ static PyMethodDef methods[] = {
     {"scan", scan, METH_O,
      "scan(buffer) -> tuple | None: typed columns of a JSON array of trace events, or None "
      "when the text needs the complete decoder."},
+    {"guard", guard, METH_VARARGS,
+     "guard(mapping, text) -> int: should an access to `mapping` (a buffer: a file's mmap) "
+     "fault with SIGBUS (the file shrank), write `text` to stderr and end the process with "
+     "status 2; the slot to hand to unguard, -1 where that cannot be (not Linux, all slots "
+     "taken)."},
+    {"unguard", unguard, METH_O,
+     "unguard(slot) -> None: the mapping of `guard`'s slot is no longer guarded (-1: none)."},
     {"scan_events", scan_events, METH_VARARGS,
      "scan_events(buffer, start, first) -> tuple: the columns of the events from `start` on, "
      "then (offset, status, value_end): how the run ended (see scan_run)."},

@@ -255,7 +255,7 @@ def _read_kineto(path: str, progress: Callable[[int], None] | None, jobs: int) -
             try:
                 with (
                     _open_raw(path) as (raw, gzipped),
-                    _pieces.open_text(raw, gzipped, CHUNK_BYTES, jobs) as text,
+                    _pieces.open_text(raw, gzipped, CHUNK_BYTES, jobs, path) as text,
                 ):
                     document = _pieces.read_events(text, columns, jobs, _decode_piece, progress)
                 return _build(path, columns, document)
