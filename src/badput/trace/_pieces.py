@@ -495,20 +495,10 @@ def _scan_array(
             if not pending:
                 raise NotFast("the text ends inside the array")
             slot = pending.popleft()
-            run = slot.run()
             piece = slot.piece
-            if run is None or run.scanned is None:
-                raise NotFast("the scanner is off, or a name is not UTF-8")
-            status, at = run.status, piece.base + run.at
-            if status is RunStatus.MALFORMED:
-                bad = _malformed(piece, run.at, isinstance(text, StreamText))
-                raise bad if bad is not None else NotFast("not an event object")
-            if status in (RunStatus.MORE, RunStatus.TRUNCATED) and piece.last:
-                raise NotFast("the text ends inside the array")
-            if len(piece.data) > _limits.MAX_STRING_BYTES and _too_long(run.scanned):
-                raise NotFast("a string past the limit")  # refused with its size the other way
-            columns.add_scanned(run.scanned)
+            walked = _walk(piece, slot.run(), columns, slow, isinstance(text, StreamText))
             _reserve(columns, text, piece.end - start)
+            status, at = walked.status, piece.base + walked.at
             if status is RunStatus.DONE:
                 return at
             if status is RunStatus.MORE:  # the cut is proven: the next piece starts right
@@ -516,28 +506,104 @@ def _scan_array(
                 if progress is not None:
                     progress(piece.end)
                 continue
-            text.release(at)  # merged up to the event it stopped at
+            # TRUNCATED: its last event runs past the cut; merged up to that event.
+            text.release(at)
             # The pieces scheduled after this one started at a guess that did not hold.
             _drop(pending)
             window = min(window, jobs + SPARE_PIECES)  # the early ones are gone: no more lost
             scheduled_last = False
-            first = slot.first and run.scanned.seen == 0
-            if status is RunStatus.TRUNCATED:
-                pos, min_end = at, piece.end + 1  # its last event runs past the cut
-                continue
-            # REFUSED: that one event the complete way, then on from the token after it.
-            slow(columns, b"[" + bytes(piece.data[run.at : run.value_end]) + b"]")
-            token = _SPACE.match(piece.data, run.value_end).end()  # type: ignore[union-attr]
-            after = bytes(piece.data[token : token + 1])
-            if after == b"]":
-                return piece.base + token + 1
-            if after != b",":
-                raise NotFast("after a refused event")
-            pos, first, min_end = piece.base + token + 1, False, 0
+            first = slot.first and not walked.consumed
+            pos, min_end = at, piece.end + 1
     finally:
         _drop(pending)
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: Events of a piece that the scanner refuses and that are decoded the complete way a few at
+#: a time, in order between the runs of events scanned around them; past this many, the rest
+#: of the piece is decoded in one array (a small decode costs about a millisecond, a large
+#: one some microseconds an event: a trace whose every event is refused, a float pid on each
+#: say, read 150 times slower than the complete way when each was decoded alone).
+REFUSED_ALONE = 8
+
+
+@dataclass
+class _Walk:
+    """How a piece's events ended (`_walk`): a status and an offset, as a run's."""
+
+    status: RunStatus
+    at: int
+    consumed: bool  # events were merged (the array's first piece is no longer "first")
+
+
+def _walk(
+    piece: Piece,
+    run: _fastscan.Run | None,
+    columns: _Columns,
+    slow: Callable[[_Columns, bytes], None],
+    gzipped: bool,
+) -> _Walk:
+    """The events of `piece` into `columns`, in order, from its scan's `run` on.
+
+    After an event the scanner refuses, the scan goes on from the token after it, in this
+    thread and in this piece (the pieces scheduled after it hold, where its own end does).
+    Refused events go the complete way (`slow`), those in a row in one array; past
+    `REFUSED_ALONE` of them in a piece that is not the last, the rest of the piece goes in
+    one array (its decode proves the piece's end, as a run's `MORE` does).
+
+    Raises:
+        NotFast: read the file the complete way.
+        Malformed: the events array is not valid JSON (where, in the whole text).
+    """
+    data = piece.data
+    spans: list[tuple[int, int]] = []  # refused events in a row, not merged yet
+    refused = 0
+    consumed = whole_tried = False
+
+    def flush() -> None:
+        if spans:
+            slow(columns, b"[" + b",".join(bytes(data[a:b]) for a, b in spans) + b"]")
+            spans.clear()
+
+    while True:
+        if run is None or run.scanned is None:
+            raise NotFast("the scanner is off, or a name is not UTF-8")
+        if run.status is RunStatus.MALFORMED:
+            bad = _malformed(piece, run.at, gzipped)
+            raise bad if bad is not None else NotFast("not an event object")
+        if run.status in (RunStatus.MORE, RunStatus.TRUNCATED) and piece.last:
+            raise NotFast("the text ends inside the array")
+        if len(data) > _limits.MAX_STRING_BYTES and _too_long(run.scanned):
+            raise NotFast("a string past the limit")  # refused with its size the other way
+        if run.scanned.seen or not spans:
+            flush()
+            columns.add_scanned(run.scanned)
+            consumed = consumed or run.scanned.seen > 0
+        if run.status is not RunStatus.REFUSED:
+            flush()
+            return _Walk(run.status, run.at, consumed)
+        consumed = True
+        refused += 1
+        if refused > REFUSED_ALONE and not piece.last and not whole_tried:
+            whole_tried = True
+            rest = bytes(data[run.at :]).rstrip(b" \t\r\n")
+            if rest.endswith(b","):
+                flush()
+                try:  # the decode adds nothing where the text is not a whole array
+                    slow(columns, b"[" + rest[:-1] + b"]")
+                    return _Walk(RunStatus.MORE, len(data), True)
+                except msgspec.DecodeError:
+                    pass  # the piece's end is no place between events: on, one by one
+        spans.append((run.at, run.value_end))
+        token = _SPACE.match(data, run.value_end).end()  # type: ignore[union-attr]
+        after = bytes(data[token : token + 1])
+        if after == b"]":
+            flush()
+            return _Walk(RunStatus.DONE, token + 1, True)
+        if after != b",":
+            raise NotFast("after a refused event")
+        run = _fastscan.scan_run(data, token + 1, False)
 
 
 def _reserve(columns: _Columns, text: Text, scanned_bytes: int) -> None:
