@@ -763,3 +763,40 @@ def test_refused_events_are_decoded_in_few_arrays(
     pieces = len(path.read_bytes()) // piece + 2
     assert refused > 150 or share < 0.1
     assert len(calls) <= pieces * (_pieces.REFUSED_ALONE + 1), (len(calls), refused, pieces)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_string_streams_read_as_the_complete_path_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """A string "stream" arg (ROCm writes "0x0" on its runtime calls): no integer where it
+    holds a letter (the scanner takes it); digits and anything else as the complete path
+    reads them (the scanner refuses those). Kernels and runtime calls alike."""
+    values = ['"0x0"', '"12"', '" 7 "', '"-3"', '"abc"', '"1x"', '"\\u0030"', '""', '"\u0663"',
+              '"+5"', '"5."', '"0x7f-1"', "4", "null"]  # fmt: skip
+    events = []
+    for i in range(600):
+        stream = values[i % len(values)]
+        cat, name = ("cuda_runtime", "hipLaunchKernel") if i % 2 else ("kernel", "k")
+        events.append(
+            f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": 1, "tid": 2, '
+            f'"ts": {10 * i}, "dur": 5, "args": {{"device": 0, "stream": {stream}, '
+            f'"correlation": {i}}}}}'
+        )
+    path = _write(tmp_path, events, compact=False, gz=False, bare=False)
+    want = _complete(path, monkeypatch)
+    assert_same_trace(_fast(path, monkeypatch, 2048, jobs), want, same_label_ids=False)
+    assert len(set(want.stream.tolist())) > 3  # digits read, the rest no value (the tid)
+
+
+def test_the_scanner_takes_a_stream_that_holds_a_letter() -> None:
+    """ROCm's "stream": "0x0" is no integer: scanned (no value), not refused; a string of
+    digits is refused (the complete path reads it as its number)."""
+    event = (
+        '[{{"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 2, '
+        '"ts": 1, "dur": 1, "args": {{"stream": {}, "correlation": 3}}}}]'
+    )
+    taken = _fastscan.scan(event.format('"0x0"').encode())
+    assert taken is not None and taken.column("stream", np.int64).tolist() == [NO_ID]
+    assert _fastscan.scan(event.format('"12"').encode()) is None
+    assert _fastscan.scan(event.format('"\\u0078"').encode()) is None  # an escape: refused

@@ -1104,6 +1104,26 @@ static ALWAYS_INLINE int event_member(cursor *c, scan_state *st, event_t *e, int
     }
 }
 
+/* A string where the "stream" arg is read. The complete path reads an integer arg's string
+ * as its integer where it is ASCII digits (a '-', spaces around) and as no value (NO_ID)
+ * otherwise. A string holding a printable ASCII byte no such text holds (ROCm writes "0x0"
+ * for a runtime call's stream) is no integer: NO_ID here too. Any other string (digits, an
+ * escape, other bytes) is refused: the complete path reads it. */
+static int scan_stream_text(cursor *c, int64_t *out) {
+    const char *p = c->p + 1;
+    int other = 0;
+    while (p < c->end && *p != '"') {
+        unsigned char b = (unsigned char)*p;
+        if (b == '\\' || b < 0x20) return -1;
+        if (b >= 0x21 && b <= 0x7e && !(b >= '0' && b <= '9') && b != '-') other = 1;
+        p++;
+    }
+    if (p >= c->end || !other) return -1;
+    c->p = p + 1;
+    *out = NO_ID;
+    return 0;
+}
+
 /* The value of an args member at c->p, by its key. has_coll is set for a "Collective name"
  * key (NCCL metadata) or a key that names the record a cuda_sync row waited on. */
 static ALWAYS_INLINE int args_member(cursor *c, scan_state *st, event_t *e, int key) {
@@ -1123,7 +1143,10 @@ static ALWAYS_INLINE int args_member(cursor *c, scan_state *st, event_t *e, int 
         case AK_SEQ: target = &e->op.seq; break;
         case AK_FWD: target = &e->op.fwd; break;
     }
-    if (target) return scan_int(c, target);
+    if (target) {
+        if (key == AK_STREAM && c->p < c->end && *c->p == '"') return scan_stream_text(c, target);
+        return scan_int(c, target);
+    }
     int list = key == AK_DIMS       ? OP_DIMS
                : key == AK_TYPES    ? OP_TYPES
                : key == AK_STRIDES  ? OP_STRIDES
