@@ -55,7 +55,7 @@ def test_a_mapped_trace_that_shrinks_ends_with_its_name_and_status_2(tmp_path: P
     done = _touch(tmp_path, "guarded")
     path = tmp_path / "shrinking trace.json"
     assert done.returncode == 2, (done.returncode, done.stderr)
-    assert done.stderr == f"badput: error: {path}" + _mapped.SHRANK.decode()
+    assert done.stderr == f"badput: error: {path}: {_mapped.SHRANK}\n"
     assert done.stdout == ""  # ended at the access, nothing read
 
 
@@ -82,3 +82,10 @@ def test_closing_a_text_frees_its_guard(tmp_path: Path) -> None:
         text.close()
         assert text._guard == -1
     assert all(0 <= s < 8 for s in slots), slots
+
+
+def test_the_line_is_written_as_the_cli_writes_errors() -> None:
+    """A crafted file name cannot forge a second line or reach the terminal raw."""
+    line = _mapped.shrank_line("/tmp/a\nbadput: error: forged\x1b[2J.json")
+    assert line.count(b"\n") == 1 and line.endswith(b"\n") and b"\x1b" not in line
+    assert line.startswith(b"badput: error: /tmp/a\\nbadput: error: forged\\x1b[2J.json: ")

@@ -122,12 +122,25 @@ class Ahead:
         """Nothing to cancel: a piece is scheduled here only as a thread takes it."""
 
 
-#: What a read of a mapped trace says, after "badput: error: PATH", should the file shrink
-#: under it (the access past its new end faults: `_scan.guard`).
+#: What a read of a mapped trace says after "PATH: ", should the file shrink under it (the
+#: access past its new end faults: `_scan.guard`).
 SHRANK = (
-    b": the file shrank while it was read (truncated, or written again by another process); "
-    b"read it once it is whole\n"
+    "the file shrank while it was read (truncated, or written again by another process); "
+    "read it once it is whole"
 )
+
+
+def shrank_line(path: str) -> bytes:
+    """The line a guarded read of `path` ends with.
+
+    Written as the CLI writes its errors (`cli.common.stderr_line`): redacted, control
+    characters escaped.
+    """
+    from badput.errors import printable
+    from badput.trace.redact import redact_text
+
+    line = f"badput: error: {printable(redact_text(f'{path}: {SHRANK}'))}\n"
+    return line.encode("utf-8", "backslashreplace")
 
 
 def _guard(mapping: mmap.mmap, path: str | None) -> int:
@@ -139,7 +152,7 @@ def _guard(mapping: mmap.mmap, path: str | None) -> int:
     guard = getattr(_scan, "guard", None)  # a stale build may lack it
     if guard is None or path is None:
         return -1
-    return int(guard(mapping, b"badput: error: " + os.fsencode(path) + SHRANK))
+    return int(guard(mapping, shrank_line(path)))
 
 
 def _unguard(slot: int) -> None:
