@@ -323,12 +323,11 @@ def gpu_step_shortfalls(
     covered = held_by_some.measure_between(gpu_starts_ns, gpu_ends_ns)
     lost = work.launched & (gpu_ends_ns - gpu_starts_ns - covered > ROUNDING_NS)
     # Per host step, counted in one pass each (a pass over every activity per step took
-    # minutes on a trace of 19,000 steps): its lost activities, activities and kernels.
+    # minutes on a trace of 19,000 steps): its lost activities and kernels; `work.count`
+    # holds its activities (`lost` holds launched activities only: their step is >= 0).
     n_steps = s0.shape[0]
-    mine = work.step >= 0
-    lost_in = np.bincount(work.step[lost & mine], minlength=n_steps)
-    launched_in = np.bincount(work.step[mine], minlength=n_steps)
-    kernels_in = np.bincount(work.step[mine & gpu_is_kernel], minlength=n_steps)
+    lost_in = np.bincount(work.step[lost], minlength=n_steps)
+    kernels_in = np.bincount(work.step[work.launched & gpu_is_kernel], minlength=n_steps)
     short: list[tuple[str, int, int, int]] = []  # (name, gpu start, gpu end, host step)
     for name, g0, g1 in zip(gpu.names, gpu.starts_ns.tolist(), gpu.ends_ns.tolist(),
                             strict=True):  # fmt: skip
@@ -340,9 +339,10 @@ def gpu_step_shortfalls(
         return []
     # Each short step's activities, a slice of them ordered by step.
     by_step = np.argsort(work.step, kind="stable")
+    sorted_step = work.step[by_step]
     steps = np.array([i for *_, i in short], dtype=np.int64)
-    lo = np.searchsorted(work.step[by_step], steps, side="left").tolist()
-    hi = np.searchsorted(work.step[by_step], steps, side="right").tolist()
+    lo = np.searchsorted(sorted_step, steps, side="left").tolist()
+    hi = np.searchsorted(sorted_step, steps, side="right").tolist()
     w0 = work.first_start_ns[steps]
     w1 = work.last_end_ns[steps]
     # The part of each step's work span that no GPU-side step holds (the set is canonical).
@@ -360,7 +360,7 @@ def gpu_step_shortfalls(
                 work_end_ns=int(w1[k]),
                 missing_ns=int(missing[k]),
                 held=int(inside.sum()),
-                launched=int(launched_in[i]),
+                launched=int(work.count[i]),
                 kernels_held=int((inside & gpu_is_kernel[rows]).sum()),
                 kernels=int(kernels_in[i]),
             )
