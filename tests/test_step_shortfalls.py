@@ -81,3 +81,27 @@ def test_shortfalls_match_the_per_step_definition(seed: int) -> None:
     want = _per_step(*args)
     assert len(want) > 2  # the case under test: work left out of many steps
     assert gpu_step_shortfalls(*args) == want
+
+
+def test_two_gpu_steps_of_one_number_each_get_the_host_steps_work() -> None:
+    # "ProfilerStep#3" and "ProfilerStep#03" are two GPU-side steps (two names) of host step 3.
+    rng = np.random.default_rng(7)
+    n_steps, period = 8, 1_000_000
+    s_cpu = np.arange(n_steps, dtype=np.int64) * period
+    e_cpu = s_cpu + period - 10_000
+    names = [f"ProfilerStep#{k}" for k in range(n_steps)]
+    n_calls = n_steps * 10
+    call_start = np.sort(rng.integers(0, n_steps * period, n_calls)).astype(np.int64)
+    launches = Launches(np.arange(n_calls, dtype=np.int64) + 1, call_start, call_start + 1_000)
+    corr = np.arange(n_calls, dtype=np.int64) + 1
+    g_s = call_start + 50_000
+    g_e = g_s + 20_000
+    is_kernel = np.arange(n_calls) % 3 != 0
+    gpu_names = ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#03", "ProfilerStep#5"]
+    starts = np.array([2, 3, 3, 5], dtype=np.int64) * period + np.array([0, 0, 500_000, 0])
+    ends = starts + np.array([period, 500_000, 500_000, 300_000], dtype=np.int64)
+    gpu = gpu_steps(gpu_names, starts, ends)
+    args = (gpu, names, s_cpu, e_cpu, launches, corr, g_s, g_e, is_kernel)
+    got = gpu_step_shortfalls(*args)
+    assert got == _per_step(*args)
+    assert {s.name for s in got} >= {"ProfilerStep#3", "ProfilerStep#03"}

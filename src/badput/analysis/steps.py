@@ -337,35 +337,53 @@ def gpu_step_shortfalls(
             short.append((name, g0, g1, i))
     if not short:
         return []
-    # Each short step's activities, a slice of them ordered by step.
+    # Each short step's activities: a slice of them ordered by step, all slices in one array
+    # (`seg` says whose each row is), so that the counts are one pass each, not one per step.
     by_step = np.argsort(work.step, kind="stable")
     sorted_step = work.step[by_step]
     steps = np.array([i for *_, i in short], dtype=np.int64)
-    lo = np.searchsorted(sorted_step, steps, side="left").tolist()
-    hi = np.searchsorted(sorted_step, steps, side="right").tolist()
+    lo = np.searchsorted(sorted_step, steps, side="left")
+    lengths = np.searchsorted(sorted_step, steps, side="right") - lo
+    seg = np.repeat(np.arange(len(short)), lengths)
+    rows = by_step[np.arange(seg.shape[0]) - np.repeat(np.cumsum(lengths) - lengths - lo, lengths)]
+    g0s = np.array([g0 for _, g0, _, _ in short], dtype=np.int64)
+    g1s = np.array([g1 for _, _, g1, _ in short], dtype=np.int64)
+    inside = (gpu_starts_ns[rows] >= g0s[seg] - ROUNDING_NS) & (
+        gpu_ends_ns[rows] <= g1s[seg] + ROUNDING_NS
+    )
+    held = np.bincount(seg[inside], minlength=len(short)).tolist()
+    kernels_held = np.bincount(seg[inside & gpu_is_kernel[rows]], minlength=len(short)).tolist()
     w0 = work.first_start_ns[steps]
     w1 = work.last_end_ns[steps]
     # The part of each step's work span that no GPU-side step holds (the set is canonical).
     missing = np.where(w1 > w0, w1 - w0 - held_by_some.measure_between(w0, w1), 0).tolist()
-    out: list[Shortfall] = []
-    for k, (name, g0, g1, i) in enumerate(short):
-        rows = by_step[lo[k] : hi[k]]
-        inside = (gpu_starts_ns[rows] >= g0 - ROUNDING_NS) & (gpu_ends_ns[rows] <= g1 + ROUNDING_NS)
-        out.append(
-            Shortfall(
-                name=name,
-                gpu_start_ns=g0,
-                gpu_end_ns=g1,
-                work_start_ns=int(w0[k]),
-                work_end_ns=int(w1[k]),
-                missing_ns=int(missing[k]),
-                held=int(inside.sum()),
-                launched=int(work.count[i]),
-                kernels_held=int((inside & gpu_is_kernel[rows]).sum()),
-                kernels=int(kernels_in[i]),
-            )
+    launched = work.count[steps].tolist()
+    kernels = kernels_in[steps].tolist()
+    return [
+        Shortfall(
+            name=name,
+            gpu_start_ns=g0,
+            gpu_end_ns=g1,
+            work_start_ns=a,
+            work_end_ns=b,
+            missing_ns=m,
+            held=h,
+            launched=n,
+            kernels_held=kh,
+            kernels=k,
         )
-    return out
+        for (name, g0, g1, _), a, b, m, h, n, kh, k in zip(
+            short,
+            w0.tolist(),
+            w1.tolist(),
+            missing,
+            held,
+            launched,
+            kernels_held,
+            kernels,
+            strict=True,
+        )
+    ]
 
 
 def clip_steps(steps: Steps, end_ns: int) -> tuple[Steps, list[tuple[str, int]]]:
