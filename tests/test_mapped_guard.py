@@ -34,6 +34,10 @@ if mode == "beside":  # a guarded mapping of another file: the handler is there,
     os.close(fd)
 fd = os.open(path, os.O_RDONLY)
 text = MappedText(fd, 4096, path if mode == "guarded" else None)
+if mode in ("unnamed", "named later"):  # as `_early` guards: first a line naming no file
+    text.guard(None)
+if mode == "named later":
+    text.guard(path)
 os.close(fd)
 os.truncate(path, 100)
 print(bytes(text._view[200_000:200_010]), flush=True)
@@ -59,6 +63,15 @@ def test_a_mapped_trace_that_shrinks_ends_with_its_name_and_status_2(tmp_path: P
     assert done.stdout == ""  # ended at the access, nothing read
 
 
+def test_a_guard_first_unnamed_then_named_says_the_last_line(tmp_path: Path) -> None:
+    done = _touch(tmp_path, "unnamed")
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr == f"badput: error: {_mapped.SHRANK}\n"
+    done = _touch(tmp_path, "named later")
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr == f"badput: error: {tmp_path / 'shrinking trace.json'}: {_mapped.SHRANK}\n"
+
+
 @pytest.mark.parametrize("mode", ["alone", "beside"])
 def test_a_mapping_not_guarded_keeps_the_signal(tmp_path: Path, mode: str) -> None:
     """Unguarded, alone or beside a guarded mapping (the handler passes the fault on)."""
@@ -78,6 +91,8 @@ def test_closing_a_text_frees_its_guard(tmp_path: Path) -> None:
         fd = os.open(path, os.O_RDONLY)
         text = _mapped.MappedText(fd, 4096, str(path))
         os.close(fd)
+        text.guard(None)  # a guard replaced gives its slot back too
+        text.guard(str(path))
         slots.append(text._guard)
         text.close()
         assert text._guard == -1

@@ -142,21 +142,23 @@ def _start(argv: list[str], piece_bytes: int) -> _Early | None:
     if threads < 1 or any(a.startswith("--executor") for a in argv):
         return None
     files = [a for a in argv if a.endswith(".json") and not a.startswith("-")]
-    found = [e for e in (_mapped_trace(f, piece_bytes) for f in files) if e is not None]
+    found = [(f, e) for f in files if (e := _mapped_trace(f, piece_bytes)) is not None]
     if len(found) != 1:
-        for e in found:
+        for _, e in found:
             e.text.close()
         return None
+    path, early = found[0]
     from badput._memory import keep_freed_memory
     from badput.trace import _scan  # type: ignore[attr-defined]  # the C scanner
 
     scan_events = getattr(_scan, "scan_events", None)
     if scan_events is None:  # an older build: the reader decides
-        found[0].text.close()
+        early.text.close()
         return None
     keep_freed_memory(numpy_too=False)  # before the scanner's first columns: the one heap
-    found[0].run(threads, scan_events)
-    return found[0]
+    early.run(threads, scan_events)
+    early.text.guard(path)
+    return early
 
 
 def _jobs(argv: list[str]) -> int | None:
@@ -187,7 +189,8 @@ def _mapped_trace(path: str, piece_bytes: int) -> _Early | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        text = MappedText(fd, piece_bytes, path)
+        text = MappedText(fd, piece_bytes)
+        text.guard(None)  # its line names the file once the threads scan (`_start`)
     except (OSError, NotFast):
         return None
     finally:

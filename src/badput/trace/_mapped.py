@@ -143,16 +143,20 @@ def shrank_line(path: str) -> bytes:
     return line.encode("utf-8", "backslashreplace")
 
 
-def _guard(mapping: mmap.mmap, path: str | None) -> int:
-    """`_scan.guard` of the mapping of `path` (its slot), -1 where there is no guard."""
+#: The line of a guard that names no file (`MappedText.guard`): made without an import.
+_UNNAMED_LINE = f"badput: error: {SHRANK}\n".encode()
+
+
+def _guard(mapping: mmap.mmap, line: bytes) -> int:
+    """`_scan.guard` of `mapping` with `line` (its slot), -1 where there is no guard."""
     try:
         from badput.trace import _scan  # type: ignore[attr-defined]
     except ImportError:
         return -1
     guard = getattr(_scan, "guard", None)  # a stale build may lack it
-    if guard is None or path is None:
+    if guard is None:
         return -1
-    return int(guard(mapping, shrank_line(path)))
+    return int(guard(mapping, line))
 
 
 def _unguard(slot: int) -> None:
@@ -178,7 +182,9 @@ class MappedText:
             self._map = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
         except (ValueError, OSError) as e:  # an empty file, or one that cannot be mapped
             raise NotFast(str(e)) from None
-        self._guard = _guard(self._map, path)
+        self._guard = -1
+        if path is not None:
+            self.guard(path)
         self._view = memoryview(self._map)
         self._size = len(self._map)
         self._released = 0
@@ -220,6 +226,17 @@ class MappedText:
 
     def size_hint(self) -> int:
         return self._size
+
+    def guard(self, path: str | None) -> None:
+        """Guard the mapping (`SHRANK`), in place of its guard so far, if any.
+
+        The line names `path`; with None it names no file, and costs no import (the redaction
+        the line goes through imports its rules: 30-40 ms, which `_early` spends once its
+        threads scan).
+        """
+        old = self._guard
+        self._guard = _guard(self._map, _UNNAMED_LINE if path is None else shrank_line(path))
+        _unguard(old)  # after: some guard holds throughout
 
     def close(self) -> None:
         self.ahead = []
